@@ -1,0 +1,20 @@
+"""Installs the `modeling` library: BERT on TensorFlow 2 / Keras 3, as the original release."""
+import setuptools
+
+setuptools.setup(
+    name="bert-tf2",
+    version="0.1.0",
+    description="Google's original BERT workflow on TensorFlow 2.21, Keras 3 and tensorflow-text.",
+    packages=["modeling"],
+    py_modules=["extract_features", "convert_checkpoint"],
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.10,<4",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+        "h5py>=3.10",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+)
