@@ -1,0 +1,141 @@
+"""Original TF1 name-based checkpoints (`bert_model.ckpt`) in and out, strictly.
+
+A variable's Keras `path` is its original checkpoint name, so loading is a plain copy by name:
+nothing is renamed or transposed.
+"""
+import dataclasses
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+# Training state the original writes beside the weights; never part of a model.
+_OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
+
+
+@dataclasses.dataclass
+class LoadResult:
+    """What `load_original` did with each checkpoint tensor.
+
+    Attributes:
+      loaded: names copied into the model.
+      skipped: optimizer state and `global_step`, ignored by design.
+      unused: other tensors the model has no variable for (a classifier's `output_weights`
+        when loading into a bare `BertModel`, say); reported, not fatal.
+    """
+    loaded: list
+    skipped: list
+    unused: list
+
+
+def checkpoint_name(variable):
+    """The original checkpoint name of a Keras variable: its path, without a `:0` suffix."""
+    return variable.path.split(":")[0]
+
+
+def _named_variables(model):
+    """Maps checkpoint names to the model's variables; two variables with one name is a bug."""
+    by_name = {}
+    for variable in model.weights:
+        name = checkpoint_name(variable)
+        if name in by_name and by_name[name] is not variable:
+            raise ValueError(f"Two variables of {model.name} share the checkpoint name {name}")
+        by_name[name] = variable
+    return by_name
+
+
+def resolve_checkpoint(ckpt_path):
+    """Accepts a checkpoint prefix or a directory holding a `checkpoint` state file."""
+    if tf.io.gfile.isdir(ckpt_path):
+        latest = tf.train.latest_checkpoint(ckpt_path)
+        if latest is None:
+            raise ValueError(f"No checkpoint found in directory {ckpt_path}")
+        return latest
+    if not tf.io.gfile.exists(ckpt_path + ".index"):
+        raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
+    return ckpt_path
+
+
+def load_original(model, ckpt_path):
+    """Copies an original name-based checkpoint into `model`, strictly.
+
+    Every model variable must be present with the same shape, and is assigned exactly once.
+
+    Args:
+      model: a `BertModel`, or any Keras model whose variables have checkpoint names.
+      ckpt_path: checkpoint prefix (`.../bert_model.ckpt`) or its directory.
+
+    Returns:
+      A `LoadResult`.
+
+    Raises:
+      ValueError: a model variable is missing from the checkpoint or has another shape; the
+        message lists every such name with both shapes.
+    """
+    ckpt_path = resolve_checkpoint(ckpt_path)
+    reader = tf.train.load_checkpoint(ckpt_path)
+    ckpt_shapes = reader.get_variable_to_shape_map()
+    variables = _named_variables(model)
+
+    missing = sorted(name for name in variables if name not in ckpt_shapes)
+    mismatched = sorted(
+        f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
+        for name in variables
+        if name in ckpt_shapes and tuple(variables[name].shape) != tuple(ckpt_shapes[name]))
+    if missing or mismatched:
+        lines = [f"Checkpoint {ckpt_path} does not fit model {model.name}:"]
+        lines += [f"  missing from checkpoint: {name} {tuple(variables[name].shape)}"
+                  for name in missing]
+        lines += [f"  shape mismatch: {line}" for line in mismatched]
+        raise ValueError("\n".join(lines))
+
+    for name, variable in variables.items():
+        variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
+
+    leftovers = sorted(name for name in ckpt_shapes if name not in variables)
+    skipped = [name for name in leftovers if _OPTIMIZER_STATE.search(name)]
+    unused = [name for name in leftovers if not _OPTIMIZER_STATE.search(name)]
+    if unused:
+        logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
+                        model.name, ", ".join(unused))
+    return LoadResult(loaded=sorted(variables), skipped=skipped, unused=unused)
+
+
+def save_original(model, ckpt_path, global_step=None):
+    """Writes the model's variables as an original name-based checkpoint, atomically.
+
+    The files (`<ckpt_path>.index`, `<ckpt_path>.data-00000-of-00001`, and the directory's
+    `checkpoint` state file) read with `tf.train.load_checkpoint` and with the original TF1 code.
+
+    Args:
+      model: a `BertModel`, or any Keras model whose variables have checkpoint names.
+      ckpt_path: checkpoint prefix to write, e.g. `out/bert_model.ckpt`.
+      global_step: optional int, written as the int64 `global_step` tensor as the original does.
+    """
+    variables = _named_variables(model)
+    names = sorted(variables)
+    tensors = [tf.convert_to_tensor(variables[name].value) for name in names]
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
+
+    directory = os.path.dirname(ckpt_path) or "."
+    tf.io.gfile.makedirs(directory)
+    temp_prefix = f"{ckpt_path}.tmp-{os.getpid()}"
+    tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
+                      shape_and_slices=[""] * len(names), tensors=tensors)
+    # Data first, index last: a reader finds the index only when the data is complete.
+    for suffix in (".data-00000-of-00001", ".index"):
+        tf.io.gfile.rename(temp_prefix + suffix, ckpt_path + suffix, overwrite=True)
+    _write_state_file(directory, os.path.basename(ckpt_path))
+
+
+def _write_state_file(directory, basename):
+    """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` reads."""
+    state = (f'model_checkpoint_path: "{basename}"\n'
+             f'all_model_checkpoint_paths: "{basename}"\n')
+    state_path = os.path.join(directory, "checkpoint")
+    with tf.io.gfile.GFile(state_path + ".tmp", "w") as writer:
+        writer.write(state)
+    tf.io.gfile.rename(state_path + ".tmp", state_path, overwrite=True)

@@ -1,0 +1,190 @@
+"""The pre-training heads of the original `run_pretraining.py`, their losses, and BertPretrainer.
+
+Shape legend: B batch, T sequence length, P masked positions per sequence, H hidden size,
+V vocabulary size.
+"""
+import keras
+import tensorflow as tf
+
+from modeling import layers
+from modeling.bert_model import BertModel
+from modeling.config import BertConfig
+
+MASKED_LM_LOSS_EPSILON = 1e-5  # the original adds it to Σweights so that all-padding is 0/ε
+
+
+def gather_positions(sequence_output, positions):
+    """Gathers the hidden states at `positions` of each sequence.
+
+    Args:
+      sequence_output: float Tensor [B, T, H].
+      positions: int Tensor [B, P], indices into T.
+
+    Returns:
+      float Tensor [B, P, H].
+    """
+    return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+
+
+class MaskedLMTransform(keras.layers.Layer):
+    """Owns `transform/dense/{kernel,bias}` and `transform/LayerNorm/{gamma,beta}`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="transform", **kwargs)
+        self.dense = layers.dense(config.hidden_size, config, "dense",
+                                  activation=layers.get_activation(config.hidden_act))
+        self.layer_norm = layers.layer_norm()
+        self.hidden_size = config.hidden_size
+
+    def build(self, input_shape=None):
+        self.dense.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+
+    def call(self, hidden_states):
+        return self.layer_norm(self.dense(hidden_states))
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class MaskedLMHead(keras.layers.Layer):
+    """Owns `cls/predictions/transform/*` and `cls/predictions/output_bias` [V].
+
+    The output projection is the encoder's word-embedding table [V, H], shared, not copied.
+    """
+
+    def __init__(self, config, embedding_table, **kwargs):
+        """Args: config, a `BertConfig`; embedding_table, the float32 [V, H] variable to tie."""
+        kwargs.setdefault("name", "predictions")
+        super().__init__(**kwargs)
+        self.vocab_size = config.vocab_size
+        self.embedding_table = embedding_table
+        self.transform = MaskedLMTransform(config)
+        with keras.name_scope("cls"):
+            self.build()
+
+    def build(self, input_shape=None):
+        self.transform.build()
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros")
+
+    def call(self, sequence_output, positions):
+        """Log-probabilities over the vocabulary at the masked positions.
+
+        Args:
+          sequence_output: float Tensor [B, T, H].
+          positions: int Tensor [B, P].
+
+        Returns:
+          float32 Tensor [B, P, V] (the original returns the same rows as [B*P, V]).
+        """
+        hidden = self.transform(gather_positions(sequence_output, positions))  # [B, P, H]
+        table = tf.cast(self.embedding_table, hidden.dtype)
+        logits = tf.matmul(hidden, table, transpose_b=True)  # [B, P, V]
+        logits = tf.cast(logits, tf.float32) + self.output_bias
+        return tf.nn.log_softmax(logits, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class NextSentenceHead(keras.layers.Layer):
+    """Owns `cls/seq_relationship/output_weights` [2, H] and `output_bias` [2]."""
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "seq_relationship")
+        super().__init__(**kwargs)
+        self.hidden_size = config.hidden_size
+        self.initializer_range = config.initializer_range
+        with keras.name_scope("cls"):
+            self.build()
+
+    def build(self, input_shape=None):
+        # [out, in] as the original, applied with transpose_b, so checkpoints copy unchanged.
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(2, self.hidden_size),
+            initializer=layers.initializer(self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
+
+    def call(self, pooled_output):
+        """Args: pooled_output float [B, H]. Returns float32 log-probabilities [B, 2]."""
+        weights = tf.cast(self.output_weights, pooled_output.dtype)
+        logits = tf.matmul(pooled_output, weights, transpose_b=True)
+        return tf.nn.log_softmax(tf.cast(logits, tf.float32) + self.output_bias, axis=-1)
+
+
+def masked_lm_loss(log_probs, label_ids, label_weights):
+    """The original masked-LM loss: Σ w·nll / (Σ w + 1e-5).
+
+    Args:
+      log_probs: float32 Tensor [B, P, V].
+      label_ids: int Tensor [B, P].
+      label_weights: float Tensor [B, P], 1 for real predictions and 0 for padding slots.
+
+    Returns:
+      (loss, per_example_loss): float32 scalar and float32 [B, P] (padding slots included).
+    """
+    one_hot = tf.one_hot(tf.cast(label_ids, tf.int32), tf.shape(log_probs)[-1], dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(log_probs * one_hot, axis=-1)
+    label_weights = tf.cast(label_weights, tf.float32)
+    numerator = tf.reduce_sum(label_weights * per_example_loss)
+    denominator = tf.reduce_sum(label_weights) + MASKED_LM_LOSS_EPSILON
+    return numerator / denominator, per_example_loss
+
+
+def next_sentence_loss(log_probs, labels):
+    """The original next-sentence loss: the mean negative log-likelihood.
+
+    Args:
+      log_probs: float32 Tensor [B, 2].
+      labels: int Tensor [B] or [B, 1], 1 meaning "B is a random sentence".
+
+    Returns:
+      (loss, per_example_loss): float32 scalar and float32 [B].
+    """
+    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+    one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    return tf.reduce_mean(per_example_loss), per_example_loss
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertPretrainer(keras.Model):
+    """`BertModel` plus the masked-LM and next-sentence heads, as `run_pretraining.py` builds.
+
+    Called with the `BertModel` inputs plus `masked_lm_positions` int [B, P]; returns the
+    encoder's dict plus `masked_lm_log_probs` [B, P, V] and `next_sentence_log_probs` [B, 2].
+    When `masked_lm_ids`, `masked_lm_weights` and `next_sentence_labels` are given too, it adds
+    `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
+    `next_sentence_example_loss` [B] and `total_loss` (their sum).
+    """
+
+    LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.bert = BertModel(self.config)
+        self.masked_lm = MaskedLMHead(self.config, self.bert.get_embedding_table())
+        self.next_sentence = NextSentenceHead(self.config)
+
+    def call(self, inputs, training=False):
+        model_inputs = {k: v for k, v in inputs.items() if k in
+                        ("input_ids", "input_mask", "token_type_ids")}
+        outputs = dict(self.bert(model_inputs, training=training))
+        outputs["masked_lm_log_probs"] = self.masked_lm(
+            outputs["sequence_output"], inputs["masked_lm_positions"])
+        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        present = [name for name in self.LABELS if name in inputs]
+        if present and len(present) != len(self.LABELS):
+            raise ValueError(f"BertPretrainer needs all of {self.LABELS} to compute losses, "
+                             f"got only {present}")
+        if present:
+            mlm, mlm_example = masked_lm_loss(outputs["masked_lm_log_probs"],
+                                              inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+            nsp, nsp_example = next_sentence_loss(outputs["next_sentence_log_probs"],
+                                                  inputs["next_sentence_labels"])
+            outputs.update(masked_lm_loss=mlm, masked_lm_example_loss=mlm_example,
+                           next_sentence_loss=nsp, next_sentence_example_loss=nsp_example,
+                           total_loss=mlm + nsp)
+        return outputs
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}

@@ -1,0 +1,265 @@
+"""The building blocks of BERT, one Keras layer per variable scope of the original `modeling.py`.
+
+Shape legend (as in the original):
+  B = batch size            T = sequence length (from = to, this is self-attention)
+  H = hidden size           N = number of attention heads
+  D = size per head (H/N)   I = intermediate size        V = vocabulary size
+
+Each layer builds its children inside its own `build`, so that Keras nests the variable paths;
+the models at the top (`BertModel`, the heads) call `build` in their constructors, which fixes
+every `path` to the original checkpoint name whatever model later contains them.
+"""
+import math
+
+import keras
+import tensorflow as tf
+
+LAYER_NORM_EPSILON = 1e-12  # the original's; Keras defaults to 1e-3
+ATTENTION_MASK_ADDER = -10000.0  # large enough that exp() underflows to exactly 0 in float32
+
+
+def gelu(x):
+    """GELU with the tanh approximation, written as the original writes it.
+
+    Args:
+      x: float Tensor of any shape.
+
+    Returns:
+      Tensor of the same shape and dtype.
+    """
+    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
+
+
+def get_activation(name):
+    """Maps the original's activation names to functions (`linear` is the identity)."""
+    activations = {"gelu": gelu, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": None}
+    if name not in activations:
+        raise ValueError(f"Unsupported activation {name!r}; expected one of {sorted(activations)}")
+    return activations[name]
+
+
+def initializer(initializer_range):
+    """The original's TruncatedNormal(stddev=initializer_range); Keras' default is Glorot."""
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def layer_norm():
+    """LayerNorm over the last axis with the original's epsilon."""
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="LayerNorm")
+
+
+def dense(units, config, name, activation=None):
+    return keras.layers.Dense(units, activation=activation, name=name,
+                              kernel_initializer=initializer(config.initializer_range))
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Owns `embeddings/{word,token_type,position}_embeddings` and `embeddings/LayerNorm`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="embeddings", **kwargs)
+        self.config = config
+        self.layer_norm = layer_norm()
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def build(self, input_shape=None):
+        config = self.config
+        init = initializer(config.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(config.vocab_size, config.hidden_size),
+            initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(config.type_vocab_size, config.hidden_size),
+            initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(config.max_position_embeddings, config.hidden_size), initializer=init)
+        self.layer_norm.build((None, None, config.hidden_size))
+
+    def call(self, input_ids, token_type_ids, training=False):
+        """Sums word, token-type and position embeddings, then LayerNorm and dropout.
+
+        Args:
+          input_ids: int32 Tensor [B, T].
+          token_type_ids: int32 Tensor [B, T].
+          training: bool, enables dropout.
+
+        Returns:
+          float Tensor [B, T, H].
+        """
+        seq_length = tf.shape(input_ids)[1]
+        output = tf.gather(self.word_embeddings, input_ids)  # [B, T, H]
+        # The original multiplies a one-hot matrix by the table; a gather gives the same numbers.
+        output += tf.gather(self.token_type_embeddings, token_type_ids)
+        output += self.position_embeddings[:seq_length][tf.newaxis]  # [1, T, H]
+        output = self.layer_norm(output)
+        return self.dropout(output, training=training)
+
+
+class SelfAttention(keras.layers.Layer):
+    """Owns `attention/self/{query,key,value}/{kernel,bias}`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="self", **kwargs)
+        self.num_heads = config.num_attention_heads
+        self.size_per_head = config.size_per_head
+        self.query = dense(config.hidden_size, config, "query")
+        self.key = dense(config.hidden_size, config, "key")
+        self.value = dense(config.hidden_size, config, "value")
+        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+        self.hidden_size = config.hidden_size
+
+    def build(self, input_shape=None):
+        for layer in (self.query, self.key, self.value):
+            layer.build((None, None, self.hidden_size))
+
+    def _split_heads(self, x, batch_size, seq_length):
+        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.size_per_head])
+        return tf.transpose(x, [0, 2, 1, 3])  # [B, N, T, D]
+
+    def call(self, hidden_states, attention_adder, training=False):
+        """Scaled dot-product attention of every position to every unmasked position.
+
+        Args:
+          hidden_states: float Tensor [B, T, H].
+          attention_adder: float Tensor [B, 1, 1, T], 0 where a key may be attended to and
+            -10000 where it is padding.
+          training: bool, enables dropout on the attention probabilities.
+
+        Returns:
+          context: float Tensor [B, T, H].
+          probs: float Tensor [B, N, T, T], the attention probabilities before dropout.
+        """
+        shape = tf.shape(hidden_states)
+        batch_size, seq_length = shape[0], shape[1]
+        query = self._split_heads(self.query(hidden_states), batch_size, seq_length)
+        key = self._split_heads(self.key(hidden_states), batch_size, seq_length)
+        value = self._split_heads(self.value(hidden_states), batch_size, seq_length)
+
+        scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
+        scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
+        scores += tf.cast(attention_adder, scores.dtype)
+        probs = tf.nn.softmax(scores)
+        # This drops whole tokens to attend to, as in the Transformer paper.
+        context = tf.matmul(self.dropout(probs, training=training), value)  # [B, N, T, D]
+        context = tf.transpose(context, [0, 2, 1, 3])  # [B, T, N, D]
+        context = tf.reshape(context, [batch_size, seq_length, self.num_heads * self.size_per_head])
+        return context, probs
+
+
+class DenseLayerNorm(keras.layers.Layer):
+    """Dense projection, dropout, residual add and LayerNorm.
+
+    Owns `<name>/dense/{kernel,bias}` and `<name>/LayerNorm/{gamma,beta}`; it is the original's
+    `attention/output` (H -> H) and `output` (I -> H) scopes.
+    """
+
+    def __init__(self, config, input_size, name="output", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.dense = dense(config.hidden_size, config, "dense")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.layer_norm = layer_norm()
+        self.input_size = input_size
+
+    def build(self, input_shape=None):
+        self.dense.build((None, None, self.input_size))
+        self.layer_norm.build((None, None, self.dense.units))
+
+    def call(self, hidden_states, residual, training=False):
+        """Args: hidden_states [B, T, input_size], residual [B, T, H]. Returns [B, T, H]."""
+        output = self.dropout(self.dense(hidden_states), training=training)
+        return self.layer_norm(output + residual)
+
+
+class Attention(keras.layers.Layer):
+    """Owns `attention/self/*` and `attention/output/*`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="attention", **kwargs)
+        self.self_attention = SelfAttention(config)
+        self.output_block = DenseLayerNorm(config, config.hidden_size)
+
+    def build(self, input_shape=None):
+        self.self_attention.build()
+        self.output_block.build()
+
+    def call(self, hidden_states, attention_adder, training=False):
+        """Returns the attention output [B, T, H] and the probabilities [B, N, T, T]."""
+        context, probs = self.self_attention(hidden_states, attention_adder, training=training)
+        return self.output_block(context, hidden_states, training=training), probs
+
+
+class TransformerLayer(keras.layers.Layer):
+    """Owns `layer_<i>/attention/*`, `layer_<i>/intermediate/dense/*` and `layer_<i>/output/*`."""
+
+    def __init__(self, config, index, **kwargs):
+        super().__init__(name=f"layer_{index}", **kwargs)
+        self.attention = Attention(config)
+        self.intermediate = Intermediate(config)
+        self.output_block = DenseLayerNorm(config, config.intermediate_size)
+
+    def build(self, input_shape=None):
+        self.attention.build()
+        self.intermediate.build()
+        self.output_block.build()
+
+    def call(self, hidden_states, attention_adder, training=False):
+        """Returns the layer output [B, T, H] and its attention probabilities [B, N, T, T]."""
+        attention_output, probs = self.attention(hidden_states, attention_adder, training=training)
+        intermediate_output = self.intermediate(attention_output)  # [B, T, I]
+        return self.output_block(intermediate_output, attention_output, training=training), probs
+
+
+class Intermediate(keras.layers.Layer):
+    """Owns `intermediate/dense/{kernel,bias}`: the feed-forward expansion H -> I."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="intermediate", **kwargs)
+        self.dense = dense(config.intermediate_size, config, "dense",
+                           activation=get_activation(config.hidden_act))
+        self.hidden_size = config.hidden_size
+
+    def build(self, input_shape=None):
+        self.dense.build((None, None, self.hidden_size))
+
+    def call(self, hidden_states):
+        return self.dense(hidden_states)
+
+
+class Encoder(keras.layers.Layer):
+    """Owns `encoder/layer_0/*` ... `encoder/layer_<L-1>/*`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="encoder", **kwargs)
+        self.transformer_layers = [
+            TransformerLayer(config, i) for i in range(config.num_hidden_layers)]
+
+    def build(self, input_shape=None):
+        for layer in self.transformer_layers:
+            layer.build()
+
+    def call(self, hidden_states, attention_adder, training=False):
+        """Returns the list of every layer's output [B, T, H] and of its probabilities."""
+        all_outputs, all_probs = [], []
+        for layer in self.transformer_layers:
+            hidden_states, probs = layer(hidden_states, attention_adder, training=training)
+            all_outputs.append(hidden_states)
+            all_probs.append(probs)
+        return all_outputs, all_probs
+
+
+class Pooler(keras.layers.Layer):
+    """Owns `pooler/dense/{kernel,bias}`: tanh(dense(hidden state of the first token))."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(name="pooler", **kwargs)
+        self.dense = dense(config.hidden_size, config, "dense", activation="tanh")
+        self.hidden_size = config.hidden_size
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.hidden_size))
+
+    def call(self, sequence_output):
+        """Args: sequence_output [B, T, H]. Returns [B, H]."""
+        return self.dense(sequence_output[:, 0])
