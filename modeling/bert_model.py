@@ -95,13 +95,16 @@ class BertModel(keras.Model):
                 raise ValueError(f"{name} must have the shape of input_ids {input_ids.shape}, "
                                  f"got {value.shape}")
             checked[name] = value
-        _check_range(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
-        _check_range(checked["token_type_ids"], self.config.type_vocab_size,
-                     "token_type_ids", "type_vocab_size")
-        if seq_length is None:
-            tf.debugging.assert_less_equal(
+        assertions = _check_range(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
+        assertions += _check_range(checked["token_type_ids"], self.config.type_vocab_size,
+                                   "token_type_ids", "type_vocab_size")
+        if seq_length is None and not tf.executing_eagerly():
+            assertions.append(tf.debugging.assert_less_equal(
                 tf.shape(input_ids)[1], limit,
-                message=f"sequence length exceeds max_position_embeddings {limit}")
+                message=f"sequence length exceeds max_position_embeddings {limit}"))
+        # Graph assertions must run before the lookups they protect.
+        with tf.control_dependencies(assertions):
+            input_ids = tf.identity(input_ids)
         return input_ids, checked["input_mask"], checked["token_type_ids"]
 
     def get_config(self):
@@ -109,15 +112,21 @@ class BertModel(keras.Model):
 
 
 def _check_range(ids, limit, name, field):
-    """Raises if any id is outside [0, limit): a ValueError eagerly, an op error in a graph."""
+    """Checks that every id is in [0, limit).
+
+    Eagerly it raises a ValueError at once; in a graph it returns the assertion ops, which fail
+    with an InvalidArgumentError when run.
+    """
     if tf.executing_eagerly():
-        if tf.size(ids) == 0:
-            return
-        low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
-        if low < 0 or high >= limit:
-            bad = low if low < 0 else high
-            raise ValueError(f"{name} contains {bad}, outside [0, {field}={limit}) of the config")
-        return
-    tf.debugging.assert_non_negative(ids, message=f"{name} contains a negative id")
-    tf.debugging.assert_less(ids, limit,
-                             message=f"{name} contains an id >= {field}={limit} of the config")
+        if tf.size(ids) > 0:
+            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+            if low < 0 or high >= limit:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"{name} contains {bad}, outside [0, {field}={limit}) of the config")
+        return []
+    return [
+        tf.debugging.assert_non_negative(ids, message=f"{name} contains a negative id"),
+        tf.debugging.assert_less(ids, limit,
+                                 message=f"{name} contains an id >= {field}={limit} of the config"),
+    ]

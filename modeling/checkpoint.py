@@ -46,12 +46,20 @@ def _named_variables(model):
 
 
 def resolve_checkpoint(ckpt_path):
-    """Accepts a checkpoint prefix or a directory holding a `checkpoint` state file."""
+    """Accepts a checkpoint prefix or a directory.
+
+    A directory resolves to the latest checkpoint its `checkpoint` state file names or, as in
+    Google's released zips, which carry no state file, to its only `*.index` checkpoint.
+    """
     if tf.io.gfile.isdir(ckpt_path):
         latest = tf.train.latest_checkpoint(ckpt_path)
-        if latest is None:
-            raise ValueError(f"No checkpoint found in directory {ckpt_path}")
-        return latest
+        if latest is not None:
+            return latest
+        indexes = tf.io.gfile.glob(os.path.join(ckpt_path, "*.index"))
+        if len(indexes) != 1:
+            raise ValueError(f"No single checkpoint in directory {ckpt_path}: found "
+                             f"{len(indexes)} *.index files and no 'checkpoint' state file")
+        return indexes[0][:-len(".index")]
     if not tf.io.gfile.exists(ckpt_path + ".index"):
         raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
     return ckpt_path

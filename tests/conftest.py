@@ -1,0 +1,50 @@
+"""Shared fixtures: where the reference data lives, and a tiny config with distinct sizes."""
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+REFS = SHARED / "refs"
+DATA = SHARED / "data"
+
+
+def _require(path):
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the reference data lives in ../shared beside the project")
+    return path
+
+
+@pytest.fixture
+def refs():
+    """Path to ../shared/refs (outputs of the original release); skips when absent."""
+    return _require(REFS)
+
+
+@pytest.fixture
+def data():
+    """Path to ../shared/data (real public data); skips when absent."""
+    return _require(DATA)
+
+
+@pytest.fixture
+def tiny_config():
+    """Odd, distinct sizes so that a swapped dimension fails loudly."""
+    from modeling import BertConfig
+    return BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=37, max_position_embeddings=23, type_vocab_size=3)
+
+
+@pytest.fixture
+def tiny_inputs():
+    """Batch 3, sequence 7, with padding in two rows."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    input_ids = rng.integers(1, 99, size=(3, 7)).astype("int32")
+    input_mask = np.array([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4], "int32")
+    token_type_ids = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4, [0] * 7], "int32")
+    return {"input_ids": input_ids * input_mask, "input_mask": input_mask,
+            "token_type_ids": token_type_ids}
