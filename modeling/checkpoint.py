@@ -147,3 +147,72 @@ def _write_state_file(directory, basename):
     with tf.io.gfile.GFile(state_path + ".tmp", "w") as writer:
         writer.write(state)
     tf.io.gfile.rename(state_path + ".tmp", state_path, overwrite=True)
+
+
+def model_for_checkpoint(config, ckpt_path):
+    """A `BertPretrainer` when the checkpoint carries the pre-training heads, else a `BertModel`.
+
+    Imported here, not at the top: the model modules do not depend on this one.
+    """
+    from modeling.bert_model import BertModel
+    from modeling.heads import BertPretrainer
+    names = tf.train.load_checkpoint(resolve_checkpoint(ckpt_path)).get_variable_to_shape_map()
+    has_heads = any(name.startswith("cls/") for name in names)
+    return BertPretrainer(config) if has_heads else BertModel(config)
+
+
+def to_keras_file(config, ckpt_path, output_path):
+    """Converts an original checkpoint to a `.keras` model or `.weights.h5` file, atomically.
+
+    Returns:
+      The `LoadResult` of reading the checkpoint.
+    """
+    model = model_for_checkpoint(config, ckpt_path)
+    result = load_original(model, ckpt_path)
+    _save_keras_atomically(model, output_path)
+    return result
+
+
+def from_keras_file(input_path, ckpt_path, config=None):
+    """Converts a `.keras` file, or a `.weights.h5` file plus its config, to an original checkpoint.
+
+    A `.weights.h5` file is tried with the pre-training heads first, then as a bare encoder.
+    """
+    import keras
+    from modeling.bert_model import BertModel
+    from modeling.heads import BertPretrainer
+    if input_path.endswith(".keras"):
+        model = keras.saving.load_model(input_path)
+    elif input_path.endswith(".weights.h5"):
+        if config is None:
+            raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
+        errors = []
+        for model_class in (BertPretrainer, BertModel):
+            model = model_class(config)
+            try:
+                model.load_weights(input_path)
+                break
+            except ValueError as error:
+                errors.append(f"as {model_class.__name__}: {error}")
+        else:
+            raise ValueError(f"{input_path} does not fit the config: " + " | ".join(errors))
+    else:
+        raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
+    save_original(model, ckpt_path)
+    return model
+
+
+def _save_keras_atomically(model, output_path):
+    for suffix in (".weights.h5", ".keras"):
+        if output_path.endswith(suffix):
+            break
+    else:
+        raise ValueError(f"{output_path}: the output must end in .keras or .weights.h5")
+    directory = os.path.dirname(output_path) or "."
+    tf.io.gfile.makedirs(directory)
+    temp_path = f"{output_path[:-len(suffix)]}.tmp-{os.getpid()}{suffix}"
+    if suffix == ".keras":
+        model.save(temp_path)
+    else:
+        model.save_weights(temp_path)
+    tf.io.gfile.rename(temp_path, output_path, overwrite=True)

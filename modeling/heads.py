@@ -164,6 +164,7 @@ class BertPretrainer(keras.Model):
         self.bert = BertModel(self.config)
         self.masked_lm = MaskedLMHead(self.config, self.bert.get_embedding_table())
         self.next_sentence = NextSentenceHead(self.config)
+        self.built = True  # every part built its weights when it was created
 
     def call(self, inputs, training=False):
         model_inputs = {k: v for k, v in inputs.items() if k in

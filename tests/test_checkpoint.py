@@ -33,6 +33,9 @@ def test_load_save_round_trip_is_bit_identical(refs, tmp_path):
     for name, value in original.items():
         assert written[name].dtype == value.dtype and written[name].shape == value.shape
         assert written[name].tobytes() == value.tobytes(), name
+    for suffix in (".index", ".data-00000-of-00001"):  # the original Saver's very bytes
+        assert (tmp_path / "out" / f"bert_model.ckpt{suffix}").read_bytes() == \
+            (refs / f"model/bert_model.ckpt{suffix}").read_bytes()
     assert tf.train.latest_checkpoint(str(tmp_path / "out")) == str(target)
     assert not list((tmp_path / "out").glob("*tmp*"))
 
