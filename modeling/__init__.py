@@ -1,11 +1,25 @@
 """BERT as the original release defines it, on TensorFlow 2 / Keras 3.
 
-The names users reach for live here; submodules (`checkpoint`, `tokenization`, `layers`, ...)
-hold the rest.
+`BertConfig`, `BertModel`, `BertPretrainer` and the `checkpoint` module are loaded on first use,
+so that `from modeling import tokenization` (data pipelines, worker processes) never imports
+TensorFlow.
 """
-from modeling.config import BertConfig
-from modeling.bert_model import BertModel
-from modeling.heads import BertPretrainer
-from modeling import checkpoint
+import importlib
 
-__all__ = ["BertConfig", "BertModel", "BertPretrainer", "checkpoint"]
+_LAZY = {
+    "BertConfig": ("modeling.config", "BertConfig"),
+    "BertModel": ("modeling.bert_model", "BertModel"),
+    "BertPretrainer": ("modeling.heads", "BertPretrainer"),
+    "checkpoint": ("modeling.checkpoint", None),
+}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'modeling' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value

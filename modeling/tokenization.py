@@ -368,16 +368,14 @@ class BasicTokenizer:
 
     @staticmethod
     def _lower_and_strip_accents(text):
-        """Lower-cases and strips accents as the original does word by word.
+        """Lower-cases and strips accents: what the original does word by word.
 
-        The original works on each whitespace-separated word. Doing the whole
-        text at once gives the same words, and is faster, unless it holds a
-        capital sigma: `str.lower` maps every other character on its own, but
-        turns "Σ" into "ς" or "σ" by its neighbours, which must be the word's.
-        NFD and dropping marks cannot reach across whitespace either way.
+        Doing the whole text at once is faster and gives the same words. `str.lower` maps
+        each character on its own except capital sigma, which becomes final "ς" by the letters
+        around it; whitespace is neither a letter nor skipped over in that look-around (it is
+        not "case-ignorable"), so the context never reaches into the next word. NFD and
+        dropping marks cannot reach across whitespace either.
         """
-        if "\u03a3" in text:
-            return " ".join(_strip_accents(word.lower()) for word in text.split())
         return _strip_accents(text.lower())
 
 

@@ -155,10 +155,12 @@ def test_wordpiece_words_longer_than_the_limit_are_unk():
     assert default.tokenize("a" * 201) == ["[UNK]"]
 
 
-def test_wordpiece_cache_does_not_leak_mutations():
+def test_wordpiece_word_results_are_shared_but_immutable():
     tokenizer = tokenization.WordpieceTokenizer({"[UNK]": 0, "un": 1, "##want": 2, "##ed": 3})
-    first = tokenizer.tokenize("unwanted")
-    first.append("changed")
+    pieces = tokenizer.tokenize_word("unwanted")
+    assert pieces == ("un", "##want", "##ed")
+    with pytest.raises(AttributeError):
+        pieces.append("changed")  # a cached list could be corrupted for every later caller
     assert tokenizer.tokenize("unwanted unwanted") == ["un", "##want", "##ed"] * 2
 
 
@@ -172,9 +174,10 @@ def test_basic_lower_cases_and_strips_accents():
     # NFC and NFD spellings both lose the accent; dotted capital I loses its dot.
     assert tokenizer.tokenize("Héllò He\u0301llo\u0300 İstanbul ÅNGSTRÖM") == [
         "hello", "hello", "istanbul", "angstrom"]
-    # Capital sigma lowers by its neighbours within the word (final form at its end).
-    assert tokenizer.tokenize("ΟΔΟΣ ΣΑΣ") == ["οδος", "σας"]
-    assert tokenizer.tokenize("ΟΔΟΣ ΣΑΣ")[0][-1] == "\u03c2"
+    # Capital sigma lowers by its neighbours within the word: final "ς" (U+03C2) at a word's
+    # end, even before punctuation, "σ" (U+03C3) elsewhere and when alone.
+    assert tokenizer.tokenize("ΟΔΟΣ ΣΑΣ. Σ ΣΑ") == [
+        "οδο\u03c2", "\u03c3α\u03c2", ".", "\u03c3", "\u03c3α"]
 
 
 def test_basic_keeps_case_and_accents_when_not_lower_casing():
