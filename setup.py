@@ -15,6 +15,7 @@ setuptools.setup(
         "absl-py>=2.0",
         "numpy>=1.26",
         "h5py>=3.10",
+        "google-crc32c>=1.5",
     ],
     extras_require={"test": ["pytest>=8"]},
 )
