@@ -4,6 +4,7 @@ Data workers stay light (no TensorFlow import, no per-record protobuf objects): 
 int64 and float features is a few length-prefixed byte strings, built here directly. The bytes
 parse with `tf.train.Example.FromString` and `tf.data.TFRecordDataset` like TensorFlow's own.
 """
+import functools
 import struct
 
 import google_crc32c
@@ -11,7 +12,7 @@ import google_crc32c
 _CRC_MASK_DELTA = 0xA282EAD8
 
 
-def _varint(value):
+def _encode_varint(value):
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -21,6 +22,13 @@ def _varint(value):
         else:
             out.append(byte)
             return bytes(out)
+
+
+_SMALL_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # lengths and tags are small
+
+
+def _varint(value):
+    return _SMALL_VARINTS[value] if value < 16384 else _encode_varint(value)
 
 
 class VarintTable:
@@ -49,11 +57,15 @@ def float_feature(values):
     return _field(2, _field(1, struct.pack(f"<{len(values)}f", *values)))
 
 
+@functools.lru_cache(maxsize=None)
+def _key_field(name):
+    return _field(1, name.encode("utf-8"))
+
+
 def example(features):
     """Serializes a `tf.train.Example` from (name, serialized `Feature`) pairs, in that order."""
-    entries = b"".join(
-        _field(1, _field(1, name.encode("utf-8")) + _field(2, feature))
-        for name, feature in features)
+    entries = b"".join([_field(1, _key_field(name) + _field(2, feature))
+                        for name, feature in features])
     return _field(1, entries)
 
 

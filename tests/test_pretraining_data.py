@@ -114,13 +114,19 @@ def test_our_framing_is_tensorflows(tmp_path):
 
 
 def test_the_same_calls_as_python_random(refs):
-    """Our shortcut for randint must draw exactly what random.Random.randint draws."""
+    """Our shortcuts must draw exactly what random.Random.randint and shuffle draw."""
     tokenizer = tokenization.FullTokenizer(str(refs / "vocab/uncased_vocab.txt"))
     maker = pretraining_data.InstanceMaker(tokenizer.vocab, pretraining_data.InstanceOptions(),
                                            random.Random(7))
     reference = random.Random(7)
     for low, high in [(0, 0), (1, 5), (2, 125), (0, 30521)] * 50:
         assert maker._randint(low, high) == reference.randint(low, high)
+    for size in (0, 1, 2, 7, 100, 1000):
+        ours, theirs = list(range(size)), list(range(size))
+        maker._shuffle(ours)
+        reference.shuffle(theirs)
+        assert ours == theirs
+    assert maker.rng.random() == reference.random()
 
 
 @pytest.mark.parametrize("flags, message", [
