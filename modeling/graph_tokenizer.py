@@ -154,7 +154,10 @@ class _UnicodeTables:
             expansion = unicodedata.normalize("NFD", chr(cp).lower())
             return [x for x in expansion if unicodedata.category(x) != "Mn"]
 
+        cleaned = set(self.drop) | set(self.space) | {0x20}
         for cp in assigned:
+            if cp in cleaned:
+                continue  # Gone or a space before lower-casing.
             kept = outputs(cp)
             if cp in cjk_set:
                 good = len(kept) == 1 and ord(kept[0]) in cjk_set

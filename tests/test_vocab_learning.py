@@ -6,12 +6,14 @@ from scripts import run_script
 
 
 def test_layout_is_googles():
-    vocab = vocab_learning.layout(["[UNK]", "a", "b", "a", "##c"], vocab_size=112,
+    vocab = vocab_learning.layout(["[UNK]", "a", "b", "a", "##c"], vocab_size=113,
                                   num_unused=105)
     assert vocab[:2] == ["[PAD]", "[unused0]"]
     assert vocab[99:106] == ["[unused98]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused99]",
                              "[unused100]"]
-    assert vocab[-3:] == ["a", "b", "##c"] and len(vocab) == 112
+    assert vocab[-3:] == ["a", "b", "##c"] and len(vocab) == 113
+    assert vocab_learning.layout(["a", "b", "c"], vocab_size=112, num_unused=105)[-2:] == \
+        ["a", "b"]
 
 
 def test_words_are_split_by_the_original_tokenizer():
