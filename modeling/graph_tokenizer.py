@@ -4,27 +4,28 @@
 gives, inside a `tf.function`, a `tf.data` pipeline or a SavedModel (TensorFlow and
 tensorflow-text ops only). tensorflow-text's own BERT tokenizers are not exact: they lower-case
 by Unicode case folding ("ß" -> "ss", final "ς" -> "σ"), and ICU's Unicode tables are not
-Python's. Here every character class is an explicit list of code-point ranges computed from
-Python's `unicodedata` (and from the predicates of `tokenization`) when the tokenizer is built,
-and lower-casing is a per-character table computed from `str.lower()` + NFD + dropping
-category Mn, with the two places where Python's result is not per character done in the graph:
-the Greek final sigma and the canonical reordering of combining marks.
+Python's. Here every character class is a list of code points computed from Python's
+`unicodedata` (through the predicates of `tokenization`) when the tokenizer is built, and
+lower-casing is a per-character table computed from `str.lower()` + NFD + dropping category
+Mn. The two places where Python's result is not per character are done in the graph: the Greek
+final sigma, and the canonical reordering of combining marks.
 
 The pipeline, on a batch of strings [B]:
 
-    invalid UTF-8 rows -> transcoded, dropping the bad bytes    (as bytes.decode("utf-8", "ignore"))
-    regex: drop NUL, U+FFFD and control characters
-    regex: whitespace -> " "
-    if do_lower_case:
-        ASCII lower-casing (bytes)
-        rows holding a non-ASCII character that lower-casing or accent stripping changes:
-            code points -> table -> code points (final sigma, canonical order)
-    regex: " c " around punctuation and CJK ideographs
-    split on " "; words of more than 200 characters -> "[UNK]"
-    FastWordpieceTokenizer (greedy longest-match-first, no pre-tokenization of its own)
+    ASCII lower-casing, byte by byte                                (if do_lower_case)
+    rows with invalid UTF-8, a character to drop, a non-ASCII space, or a non-ASCII character
+    that lower-casing or accent stripping changes:
+        code points -> per-character table -> code points  (+ final sigma, canonical order)
+    rows with a word of more than 200 characters, or a character that tensorflow-text splits
+    at and Python does not:
+        such words -> one character that is not in the vocab, hence "[UNK]"
+    FastWordpieceTokenizer: splits at whitespace, punctuation and CJK ideographs, then greedy
+        longest-match-first WordPiece.
 
-Most rows of most text take only the regex and byte steps; the code-point path runs on the few
-rows that need it.
+Most rows of most text take only the byte and regex steps; the code-point path runs on the
+rows that need it. FastWordpieceTokenizer's own splitting uses ICU's Unicode tables; which code
+points it splits at is measured once per process (one call over all code points), and the
+code points where it and Python disagree are handled before it runs.
 """
 
 import functools
@@ -37,25 +38,33 @@ import tensorflow_text as tf_text
 from modeling import tokenization
 
 _NUM_CODE_POINTS = 0x110000
+_SURROGATES = range(0xD800, 0xE000)
 _BLOCK = 256  # Code points per block of a two-level table.
 _CAPITAL_SIGMA = 0x3A3
-_SMALL_SIGMA = 0x3C3
 _FINAL_SIGMA = 0x3C2
+
+# Python's `str.split()` splits a cleaned text at these; all others were dropped or made " ".
+_SEPARATORS = (0x09, 0x0A, 0x0D, 0x20)
+_NOT_SEPARATOR = r"[^\t\n\r ]"
 
 # Context classes of Python's final-sigma rule (see `_case_context`).
 _OTHER, _CASED, _CASE_IGNORABLE = 0, 1, 2
 
-# Matches a string that is valid UTF-8. RE2 compiles an explicit class into the exact UTF-8
-# byte sequences of its code points, so bad bytes, overlong forms, surrogates and values above
-# U+10FFFF all fail; "." is more lenient and would not do.
-_VALID_UTF8 = r"(?s)[^\x{D800}-\x{DFFF}]*"
+# An entry of the per-character table: (delta << 2) | (complex << 1) | kept. The character is
+# dropped (kept 0) or becomes chr(cp + delta) (kept 1). A complex character lower-cases to
+# several characters (Hangul syllables decompose into jamo), or is or gives a non-Mn character
+# with a nonzero combining class, which NFD's canonical reordering could move past another one
+# (in some Brahmic scripts and in musical notation). It is kept as it is, and marks its row
+# for the full mapping, `GraphTokenizer._map_in_canonical_order`.
+_IDENTITY = 1
+_COMPLEX = 2
 
 
-def _regex_class(code_points):
-    """Returns an RE2 character class, e.g. "[\\x{41}-\\x{5A}\\x{61}]", for sorted ints."""
+def _regex_ranges(code_points):
+    """Returns RE2 class ranges, e.g. "\\x{41}-\\x{5A}\\x{61}", for an iterable of ints."""
     parts = []
     start = previous = None
-    for cp in list(code_points) + [None]:
+    for cp in sorted(code_points) + [None]:
         if cp is not None and previous is not None and cp == previous + 1:
             previous = cp
             continue
@@ -63,7 +72,7 @@ def _regex_class(code_points):
             parts.append(f"\\x{{{start:X}}}" if start == previous
                          else f"\\x{{{start:X}}}-\\x{{{previous:X}}}")
         start = previous = cp
-    return "[" + "".join(parts) + "]"
+    return "".join(parts)
 
 
 def _case_context(char):
@@ -72,129 +81,143 @@ def _case_context(char):
     CPython lowers U+03A3 to final "ς" when, skipping case-ignorable characters, a cased
     character precedes it and none follows it. Python exposes neither property, so this asks
     `str.lower` itself: in "cΣ" the sigma is final iff `char` is cased and not ignorable; in
-    "AcΣ" it is final iff `char` is ignorable (skipped, "A" is cased) or cased.
+    "AcΣ" it is final iff `char` is ignorable (skipped, and "A" is cased) or cased.
     """
-    alone = ("%sΣ" % char).lower()[-1] == "ς"
-    after_a = ("A%sΣ" % char).lower()[-1] == "ς"
-    if alone:
+    if ("%sΣ" % char).lower()[-1] == "ς":
         return _CASED
-    return _CASE_IGNORABLE if after_a else _OTHER
+    return _CASE_IGNORABLE if ("A%sΣ" % char).lower()[-1] == "ς" else _OTHER
 
 
 class _UnicodeTables:
-    """Character classes and the lower-casing table, from Python's Unicode data.
+    """Python's view of every code point, as `BasicTokenizer` uses it.
 
     Attributes:
-        drop: list of int, code points the original deletes (NUL, U+FFFD, BERT controls).
-        space: list of int, code points that become " ": BERT whitespace other than " " itself,
-            plus Python whitespace that survives cleaning (U+2028, U+2029), on which the
-            original's `str.split()` splits.
-        split: list of int, punctuation and CJK ideographs: each becomes a word of its own.
-        lower_changes: list of int, non-ASCII code points whose lower-cased, accent-stripped
-            form differs from themselves, or that carry a nonzero combining class.
+        drop: set of int, what cleaning deletes: NUL, U+FFFD and BERT's control characters.
+        space: set of int, what cleaning makes " ": BERT whitespace, plus Python whitespace
+            that is neither (U+2028, U+2029), at which the original's `str.split()` splits.
+        split: set of int, punctuation and CJK ideographs: each becomes a word of its own.
+        cased_entries: np.int32 [0x110000], table entries (see `_IDENTITY`) for cleaning.
+        lower_entries: np.int32 [0x110000], entries for cleaning, lower-casing and accent
+            stripping.
         expansion_index: np.int32 [0x110000], `offset << 3 | length` into the item arrays:
-            the code points of NFD(c.lower()), marks included.
-        item_value: np.int32 [items], the code point, or -1 for "the input code point".
+            cleaning, then the code points of NFD(c.lower()), marks included.
+        item_value: np.int32 [items], a code point, or -1 for the character itself.
         item_keep: np.bool_ [items], False for category Mn (dropped after NFD).
         item_ccc: np.int32 [items], the canonical combining class.
-        context: np.int32 [0x110000], `_OTHER`, `_CASED` or `_CASE_IGNORABLE`.
+        context: np.int32 [0x110000], `_OTHER`, `_CASED` or `_CASE_IGNORABLE` as the text
+            that `str.lower` sees has it: dropped characters are skipped over.
     """
 
     def __init__(self):
         assigned = [cp for cp in range(_NUM_CODE_POINTS)
                     if unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs")]
-        self.drop = [cp for cp in assigned if cp in (0, 0xFFFD) or
-                     tokenization._is_control(chr(cp))]
-        dropped = set(self.drop)
-        self.space = [cp for cp in assigned if cp != 0x20 and cp not in dropped and (
-            tokenization._is_whitespace(chr(cp)) or chr(cp).isspace())]
-        cjk = [cp for low, high in tokenization._CJK_RANGES for cp in range(low, high + 1)]
-        punctuation = [cp for cp in assigned if tokenization._is_punctuation(chr(cp))]
-        self.split = sorted(set(cjk) | set(punctuation))
+        self.drop = {cp for cp in assigned
+                     if cp in (0, 0xFFFD) or tokenization._is_control(chr(cp))}
+        self.space = {cp for cp in assigned if cp not in self.drop and (
+            tokenization._is_whitespace(chr(cp)) or chr(cp).isspace())}
+        cjk = {cp for low, high in tokenization._CJK_RANGES for cp in range(low, high + 1)}
+        self.split = cjk | {cp for cp in assigned if tokenization._is_punctuation(chr(cp))}
 
-        items = {(-1, True, 0): 0}  # The identity expansion of most characters, shared.
-        item_list = [(-1, True, 0)]
-        self.expansion_index = np.full(_NUM_CODE_POINTS, (0 << 3) | 1, np.int32)
+        self.cased_entries = np.full(_NUM_CODE_POINTS, _IDENTITY, np.int32)
+        self.lower_entries = np.full(_NUM_CODE_POINTS, _IDENTITY, np.int32)
+        self.expansion_index = np.empty(_NUM_CODE_POINTS, np.int32)
         self.context = np.full(_NUM_CODE_POINTS, _OTHER, np.int32)
-        lower_changes = []
-        for cp in assigned:
-            char = chr(cp)
-            self.context[cp] = _case_context(char)
-            expansion = unicodedata.normalize("NFD", char.lower())
-            expansion_items = tuple(
-                (-1 if expansion == char else ord(x), unicodedata.category(x) != "Mn",
-                 unicodedata.combining(x)) for x in expansion)
-            if expansion_items == ((-1, True, 0),):
-                continue
-            if cp >= 0x80:
-                lower_changes.append(cp)
-            key = expansion_items
-            offset = items.get(key)
+        items = {}  # expansion (tuple of items) -> offset
+        item_list = []
+
+        def index(expansion):
+            offset = items.get(expansion)
             if offset is None:
-                offset = items[key] = len(item_list)
-                item_list.extend(expansion_items)
-            self.expansion_index[cp] = (offset << 3) | len(expansion_items)
-        self.lower_changes = lower_changes
+                offset = items[expansion] = len(item_list)
+                item_list.extend(expansion)
+            return (offset << 3) | len(expansion)
+
+        index(((-1, True, 0),))  # Offset 0: "the character itself", most characters' expansion.
+        self.expansion_index[:] = 1
+        for cp in assigned:  # Unassigned and private-use code points map to themselves.
+            char = chr(cp)
+            if cp in self.drop:
+                self.cased_entries[cp] = self.lower_entries[cp] = 0
+                self.expansion_index[cp] = index(())
+                self.context[cp] = _CASE_IGNORABLE
+                continue
+            if cp in self.space:
+                self.cased_entries[cp] = self.lower_entries[cp] = ((0x20 - cp) << 2) | 1
+                self.expansion_index[cp] = index(((0x20, True, 0),))
+                continue
+            self.context[cp] = _case_context(char)
+            decomposed = unicodedata.normalize("NFD", char.lower())
+            expansion = tuple((-1 if x == char else ord(x), unicodedata.category(x) != "Mn",
+                               unicodedata.combining(x)) for x in decomposed)
+            self.expansion_index[cp] = index(expansion)
+            kept = [ord(x) for x in decomposed if unicodedata.category(x) != "Mn"]
+            self._check(cp, kept, cjk)
+            if len(kept) > 1 or any(keep and ccc for _, keep, ccc in expansion):
+                self.lower_entries[cp] = _COMPLEX | 1
+            elif kept:
+                self.lower_entries[cp] = ((kept[0] - cp) << 2) | 1
+            else:
+                self.lower_entries[cp] = 0
         self.item_value = np.array([value for value, _, _ in item_list], np.int32)
         self.item_keep = np.array([keep for _, keep, _ in item_list], np.bool_)
         self.item_ccc = np.array([ccc for _, _, ccc in item_list], np.int32)
-        self._check(cjk, assigned)
 
-    def _check(self, cjk, assigned):
-        """Checks the properties of Unicode data that the pipeline's order relies on.
+    def _check(self, cp, kept, cjk):
+        """Checks what the order of the graph pipeline relies on, for one cleaned character.
 
-        Lower-casing runs after CJK spacing in the original and before it here; that gives the
-        same text because lower-casing and NFD keep ideographs ideographs, make none from other
-        characters, and an ideograph blocks the final-sigma look-around as the spaces around it
-        would. Words are split on " " only, so lower-casing must make no whitespace.
+        The original spaces out CJK ideographs before lower-casing; here they are split after
+        it. That is the same when lower-casing keeps ideographs ideographs, makes none from
+        other characters, and an ideograph blocks the final-sigma look-around as the spaces
+        around it would. Words are split at `_SEPARATORS` only, so lower-casing must make no
+        whitespace.
         """
-        cjk_set = set(cjk)
-
-        def outputs(cp):
-            expansion = unicodedata.normalize("NFD", chr(cp).lower())
-            return [x for x in expansion if unicodedata.category(x) != "Mn"]
-
-        cleaned = set(self.drop) | set(self.space) | {0x20}
-        for cp in assigned:
-            if cp in cleaned:
-                continue  # Gone or a space before lower-casing.
-            kept = outputs(cp)
-            if cp in cjk_set:
-                good = len(kept) == 1 and ord(kept[0]) in cjk_set
-            else:
-                good = not any(ord(x) in cjk_set for x in kept)
-            if not good or any(x.isspace() for x in kept):
-                raise RuntimeError(
-                    f"U+{cp:04X} lower-cases to {kept!r}: this Unicode data breaks an "
-                    "assumption of GraphTokenizer's pipeline order.")
-        if any(self.context[cp] != _OTHER for cp in cjk if cp < _NUM_CODE_POINTS) or (
-                self.context[0x20] != _OTHER):
-            raise RuntimeError("A CJK ideograph or the space takes part in final-sigma context.")
+        if cp in cjk:
+            good = len(kept) == 1 and kept[0] in cjk and self.context[cp] == _OTHER
+        else:
+            good = not any(x in cjk for x in kept)
+        if not good or any(chr(x).isspace() for x in kept):
+            raise RuntimeError(
+                f"U+{cp:04X} lower-cases to {[chr(x) for x in kept]!r}: this Unicode data "
+                "breaks an assumption of GraphTokenizer's pipeline.")
 
 
 @functools.lru_cache(maxsize=None)
 def _unicode_tables():
-    """Returns the `_UnicodeTables` of this Python, computed once per process (about 2 s)."""
+    """Returns the `_UnicodeTables` of this Python, computed once per process."""
     return _UnicodeTables()
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_wordpiece_classes():
+    """Measures where `FastWordpieceTokenizer` splits: (whitespace, split), sets of int.
+
+    With a vocab where every probe word is one token ("x" and every word holding it is
+    "[UNK]"), "x" + c + "x" gives 1 id when c is part of a word, 2 when c is whitespace, 3
+    when c is a word of its own.
+    """
+    code_points = [cp for cp in range(_NUM_CODE_POINTS) if cp not in _SURROGATES]
+    probe = tf_text.FastWordpieceTokenizer(["[UNK]", "y"], token_out_type=tf.int32)
+    counts = probe.tokenize(tf.constant(
+        ["x" + chr(cp) + "x" for cp in code_points])).row_lengths().numpy()
+    whitespace = {cp for cp, count in zip(code_points, counts) if count == 2}
+    split = {cp for cp, count in zip(code_points, counts) if count == 3}
+    return whitespace, split
 
 
 class _CodePointTable:
     """A table over all code points, stored as deduplicated blocks of 256 entries.
 
-    A flat int32 table would hold 4.4 MB; the blocks of rarely-used planes are nearly all
-    alike, so two gathers over a few hundred KB do the same job.
+    A flat int32 table would hold 4.4 MB; most blocks are alike (unassigned planes, scripts
+    without case), so two gathers over some hundred KB do the same job.
     """
 
     def __init__(self, values):
         """Args: values: np.int32 [0x110000]."""
-        blocks = values.reshape(-1, _BLOCK)
         unique = {}
-        index = np.empty(len(blocks), np.int32)
-        for i, block in enumerate(blocks):
-            index[i] = unique.setdefault(block.tobytes(), len(unique)) * _BLOCK
-        stored = np.frombuffer(b"".join(unique), np.int32)
+        index = np.array([unique.setdefault(block.tobytes(), len(unique)) * _BLOCK
+                          for block in values.reshape(-1, _BLOCK)], np.int32)
         self.index = tf.constant(index)
-        self.blocks = tf.constant(stored)
+        self.blocks = tf.constant(np.frombuffer(b"".join(unique), np.int32))
 
     def lookup(self, code_points):
         """Returns the int32 entries of `code_points` (int32, any shape, in [0, 0x10FFFF])."""
@@ -214,7 +237,7 @@ class GraphTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200, name=None):
-        """Builds the tokenizer; the first one in a process computes Unicode tables (~2 s).
+        """Builds the tokenizer; the first one in a process computes Unicode tables (~3 s).
 
         Args:
             vocab_file: str or os.PathLike, the model's `vocab.txt`, read with
@@ -226,6 +249,8 @@ class GraphTokenizer(tf.Module):
 
         Raises:
             FileNotFoundError, ValueError: as `FullTokenizer`, for a missing or malformed vocab.
+            ValueError: if a vocab token holds a character that tensorflow-text splits words
+                at and Python's Unicode data does not know (newer Unicode than Python's).
         """
         super().__init__(name=name)
         vocab = tokenization.load_vocab(vocab_file)
@@ -235,25 +260,61 @@ class GraphTokenizer(tf.Module):
         self.cls_id = vocab["[CLS]"]
         self.sep_id = vocab["[SEP]"]
         self.unk_id = vocab["[UNK]"]
-        self._max_chars = max_input_chars_per_word
         tables = _unicode_tables()
-        self._drop_pattern = _regex_class(tables.drop)
-        self._space_pattern = _regex_class(tables.space)
-        self._split_pattern = "(" + _regex_class(tables.split) + ")"
-        self._lower_pattern = "(?s).*" + _regex_class(tables.lower_changes) + ".*"
-        self._long_word = f"(?s)[^ ]{{{max_input_chars_per_word + 1},}}"
+        entries = tables.lower_entries if do_lower_case else tables.cased_entries
+        self._entries = _CodePointTable(entries)
+        self._contexts = _CodePointTable(tables.context)
         if do_lower_case:
             self._expansions = _CodePointTable(tables.expansion_index)
-            self._contexts = _CodePointTable(tables.context)
             self._item_value = tf.constant(tables.item_value)
             self._item_keep = tf.constant(tables.item_keep)
             self._item_ccc = tf.constant(tables.item_ccc)
+
+        # Rows holding none of these (nor invalid UTF-8) skip the code-point path. ASCII
+        # capitals are lower-cased byte by byte; tabs and newlines are whitespace to both
+        # Python and FastWordpieceTokenizer.
+        to_map = {cp for cp in np.flatnonzero(entries != _IDENTITY)
+                  if not (do_lower_case and 0x41 <= cp <= 0x5A) and cp not in _SEPARATORS}
+        self._plain_pattern = "(?s)[^" + _regex_ranges(to_map | set(_SURROGATES)) + "]*"
+        self._complex_pattern = "(?s).*[" + _regex_ranges(
+            np.flatnonzero(entries == _COMPLEX | 1).tolist()) + "].*"
+        self._split_pattern = "([" + _regex_ranges(tables.split) + "])"
+
+        fast_space, fast_split = _fast_wordpiece_classes()
+        cleaned = tables.drop | tables.space
+        if not fast_space >= set(_SEPARATORS):
+            raise RuntimeError("FastWordpieceTokenizer does not split at ASCII whitespace.")
+        # Where FastWordpieceTokenizer splits and Python does not, Python's word holds a
+        # character that no vocab token holds, so it is "[UNK]".
+        self._foreign = (fast_split - tables.split - cleaned) | (fast_space - cleaned - set(
+            _SEPARATORS))
+        in_vocab = {cp for token in self.vocab for cp in map(ord, token)}
+        if self._foreign & in_vocab:
+            raise ValueError(
+                f"Vocabulary file {vocab_file} holds {sorted(self._foreign & in_vocab)}, code "
+                "points that tensorflow-text splits words at and Python's unicodedata "
+                f"{unicodedata.unidata_version} does not know: GraphTokenizer cannot match "
+                "FullTokenizer on words holding them.")
+        # Where Python splits and FastWordpieceTokenizer does not, spaces are added.
+        missed = tables.split - fast_split
+        self._placeholder = next(
+            chr(cp) for cp in range(0xFDD0, 0xFDF0)  # Noncharacters.
+            if chr(cp) not in vocab and cp not in fast_split | fast_space | tables.split)
+        self._word_fix_pattern = (
+            "(?s).*(?:" + _NOT_SEPARATOR + f"{{{max_input_chars_per_word + 1}}}" +
+            ("|[" + _regex_ranges(self._foreign | missed) + "]" if self._foreign | missed
+             else "") + ").*")
+        self._long_word_pattern = _NOT_SEPARATOR + f"{{{max_input_chars_per_word + 1},}}"
+        self._foreign_word_pattern = (
+            f"{_NOT_SEPARATOR}*[{_regex_ranges(self._foreign)}]{_NOT_SEPARATOR}*"
+            if self._foreign else None)
+
         self._vocab_tensor = tf.constant(self.vocab)
-        # A word is never longer than 4 bytes per character; longer words are already "[UNK]".
+        # A word of at most 200 characters has at most 800 bytes; longer words are replaced.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self.vocab, suffix_indicator="##",
             max_bytes_per_word=4 * max_input_chars_per_word, token_out_type=tf.int32,
-            unknown_token="[UNK]", no_pretokenization=True)
+            unknown_token="[UNK]", no_pretokenization=False)
 
     def __call__(self, texts):
         """Same as `tokenize`."""
@@ -272,12 +333,10 @@ class GraphTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, tf.string)
         if texts.shape.rank == 0:
             return self.tokenize(texts[tf.newaxis])[0]
-        words = self.basic_tokenize(texts)
-        words = words.with_flat_values(tf.where(
-            tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self._max_chars,
-            "[UNK]", words.flat_values))  # The vocab's "[UNK]" is one piece: the unk id.
-        pieces = self._wordpiece.tokenize(words.flat_values)  # [words, (pieces)]
-        return words.with_flat_values(pieces).merge_dims(1, 2)
+        texts = self._normalize(texts)
+        texts = _update_rows(
+            texts, tf.strings.regex_full_match(texts, self._word_fix_pattern), self._fix_words)
+        return self._wordpiece.tokenize(texts)
 
     def tokenize_to_tokens(self, texts):
         """Returns the WordPiece tokens (tf.string, shaped as `tokenize`) of each string."""
@@ -295,124 +354,187 @@ class GraphTokenizer(tf.Module):
         Returns:
             tf.RaggedTensor tf.string [B, (words)].
         """
-        texts = self._drop_invalid_utf8(tf.convert_to_tensor(texts, tf.string))
-        texts = tf.strings.regex_replace(texts, self._drop_pattern, "")
-        texts = tf.strings.regex_replace(texts, self._space_pattern, " ")
-        if self.do_lower_case:
-            texts = tf.strings.lower(texts)  # ASCII only: bytes >= 0x80 are left alone.
-            texts = self._lower_rows_that_need_it(texts)
-        texts = tf.strings.regex_replace(texts, self._split_pattern, r" \1 ")
-        return tf.strings.split(texts, sep=None)
+        texts = self._normalize(tf.convert_to_tensor(texts, tf.string))
+        return tf.strings.split(tf.strings.regex_replace(texts, self._split_pattern, r" \1 "))
 
-    @staticmethod
-    def _drop_invalid_utf8(texts):
-        """Drops the bytes that are not UTF-8, as `bytes.decode("utf-8", "ignore")` does."""
-        valid = tf.strings.regex_full_match(texts, _VALID_UTF8)
-        return tf.cond(
-            tf.reduce_all(valid), lambda: texts,
-            lambda: tf.where(valid, texts, tf.strings.unicode_transcode(
-                texts, "UTF-8", "UTF-8", errors="ignore")))
-
-    def _lower_rows_that_need_it(self, texts):
-        """Lower-cases and strips accents in the rows with a non-ASCII character to change."""
-        rows = tf.where(tf.strings.regex_full_match(texts, self._lower_pattern))
-        mapped = self._lower_and_strip_accents(tf.gather_nd(texts, rows))
-        return tf.tensor_scatter_nd_update(texts, rows, mapped)
-
-    def _lower_and_strip_accents(self, texts):
-        """`unicodedata.normalize("NFD", text.lower())` without category Mn, on each string.
+    def _normalize(self, texts):
+        """Cleans, and lower-cases and strips accents if so: string for string as Python.
 
         Args:
-            texts: tf.string [R], valid UTF-8, cleaned as `BasicTokenizer` cleans.
+            texts: tf.string [B].
+
+        Returns:
+            tf.string [B], valid UTF-8.
+        """
+        if self.do_lower_case:
+            texts = tf.strings.lower(texts)  # ASCII only: bytes >= 0x80 are left alone.
+        plain = tf.strings.regex_full_match(texts, self._plain_pattern)
+        return _update_rows(texts, ~plain, self._map_characters)
+
+    def _fix_words(self, texts):
+        """Replaces the words FastWordpieceTokenizer would get wrong by `_placeholder`.
+
+        Those are words longer than max_input_chars_per_word, and words holding `_foreign`
+        characters: both are "[UNK]" in the original.
+
+        Args:
+            texts: tf.string [R], normalized.
+
+        Returns:
+            tf.string [R], with spaces around punctuation and CJK ideographs.
+        """
+        texts = tf.strings.regex_replace(texts, self._split_pattern, r" \1 ")
+        texts = tf.strings.regex_replace(texts, self._long_word_pattern, self._placeholder)
+        if self._foreign_word_pattern:
+            texts = tf.strings.regex_replace(
+                texts, self._foreign_word_pattern, self._placeholder)
+        return texts
+
+    def _map_characters(self, texts):
+        """Cleans each string and, if so, lower-cases it and strips its accents.
+
+        That is: drop NUL, U+FFFD, control characters and invalid bytes; whitespace -> " ";
+        then `unicodedata.normalize("NFD", text.lower())` without category Mn.
+
+        Args:
+            texts: tf.string [R].
 
         Returns:
             tf.string [R].
         """
-        code_points = tf.strings.unicode_decode(texts, "UTF-8")
-        chars = code_points.flat_values  # [N] int32
-        char_rows = code_points.value_rowids()  # [N] int64
+        code_points = tf.strings.unicode_decode(
+            texts, "UTF-8", errors="replace", replacement_char=0xFFFD)  # U+FFFD is dropped.
+        mapped = self._map_each(code_points)
+        if not self.do_lower_case:
+            return mapped
+        # Matched in the mapped rows: they are valid UTF-8 and still hold the complex characters.
+        return _update_rows(mapped, tf.strings.regex_full_match(mapped, self._complex_pattern),
+                            self._map_in_canonical_order, inputs=code_points)
+
+    def _map_each(self, code_points):
+        """Maps each character through the table, on its own (but for final sigmas).
+
+        Args:
+            code_points: tf.RaggedTensor int32 [R, (N)].
+
+        Returns:
+            tf.string [R], valid UTF-8; complex characters are left as they are.
+        """
+        chars = code_points.flat_values
+        entries = self._entries.lookup(chars)
+        values = chars + tf.bitwise.right_shift(entries, 2)
+        if self.do_lower_case:
+            values = tf.where(self._final_sigmas(code_points), _FINAL_SIGMA, values)
+        # U+FFFD marks what is dropped: cleaning has removed every other one.
+        values = tf.where(tf.bitwise.bitwise_and(entries, 1) > 0, values, 0xFFFD)
+        return tf.strings.regex_replace(
+            tf.strings.unicode_encode(code_points.with_flat_values(values), "UTF-8"),
+            r"\x{FFFD}", "")
+
+    def _map_in_canonical_order(self, code_points):
+        """The mapping in full: NFD with marks, canonical reordering, then marks dropped.
+
+        Args:
+            code_points: tf.RaggedTensor int32 [R, (N)].
+
+        Returns:
+            tf.string [R].
+        """
+        chars = code_points.flat_values
+        char_rows = code_points.value_rowids()
         expansion = self._expansions.lookup(chars)
         offsets = tf.bitwise.right_shift(expansion, 3)
-        lengths = tf.bitwise.bitwise_and(expansion, 7)
-        items = tf.ragged.range(offsets, offsets + lengths)  # [N, (expansion)]
+        items = tf.ragged.range(offsets, offsets + tf.bitwise.bitwise_and(expansion, 7))
         item_ids = items.flat_values  # [M]
-        source = items.value_rowids()  # [M]: the character each item comes from
+        source = items.value_rowids()  # [M]: the character of each item
         values = tf.gather(self._item_value, item_ids)
         values = tf.where(values < 0, tf.gather(chars, source), values)
-        is_sigma = tf.equal(chars, _CAPITAL_SIGMA)
-        values = tf.cond(
-            tf.reduce_any(is_sigma),
-            lambda: self._final_sigma(chars, char_rows, is_sigma, values, source),
-            lambda: values)
+        final_sigmas = self._final_sigmas(code_points)
+        values = tf.where(tf.gather(final_sigmas, source), _FINAL_SIGMA, values)
         keep = tf.gather(self._item_keep, item_ids)
-        ccc = tf.gather(self._item_ccc, item_ids)
-        item_rows = tf.gather(char_rows, source)
-        values, keep = tf.cond(
-            tf.reduce_any(keep & (ccc > 0)),
-            lambda: self._canonical_order(values, keep, ccc, item_rows),
-            lambda: (values, keep))
-        lowered = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(values, keep), tf.boolean_mask(item_rows, keep),
-            nrows=tf.shape(texts, out_type=tf.int64)[0])
-        return tf.strings.unicode_encode(lowered, "UTF-8")
+        rows = tf.gather(char_rows, source)
+        values, keep = _canonical_order(values, keep, tf.gather(self._item_ccc, item_ids), rows)
+        mapped = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep),
+            nrows=code_points.nrows())
+        return tf.strings.unicode_encode(mapped, "UTF-8")
 
-    def _final_sigma(self, chars, char_rows, is_sigma, values, source):
-        """Turns "σ" from a capital sigma into "ς" where Python's `str.lower` would.
+    def _final_sigmas(self, code_points):
+        """Marks the capital sigmas that Python's `str.lower` turns into final "ς".
 
-        That is where, within its string and skipping case-ignorable characters, a cased
+        Those are where, within its string and skipping case-ignorable characters, a cased
         character precedes the sigma and none follows it.
 
         Args:
-            chars: int32 [N], the code points of all strings, one after the other.
-            char_rows: int64 [N], the string of each code point.
-            is_sigma: bool [N], chars == U+03A3.
-            values: int32 [M], the expanded code points (each capital sigma gave one).
-            source: int64 [M], the index in `chars` of each value.
+            code_points: tf.RaggedTensor int32 [R, (N)].
 
         Returns:
-            int32 [M], `values` with the final sigmas changed.
+            bool [N], for `code_points.flat_values`.
         """
-        context = self._contexts.lookup(chars)
-        # Positions that are not case-ignorable, in order; a sigma is one of them.
-        anchors = tf.where(context != _CASE_IGNORABLE)[:, 0]  # [A]
-        anchor_rows = tf.gather(char_rows, anchors)
-        anchor_cased = tf.equal(tf.gather(context, anchors), _CASED)
-        num_anchors = tf.shape(anchors, out_type=tf.int64)[0]
-        rank = tf.where(tf.gather(is_sigma, anchors))[:, 0]  # sigmas, as indices into anchors
-        sigma_rows = tf.gather(anchor_rows, rank)
+        chars = code_points.flat_values
+        is_sigma = tf.equal(chars, _CAPITAL_SIGMA)
 
-        def neighbour_cased(step):
-            index = rank + step
-            inside = (index >= 0) & (index < num_anchors)
-            index = tf.clip_by_value(index, 0, num_anchors - 1)
-            same_row = tf.equal(tf.gather(anchor_rows, index), sigma_rows)
-            return inside & same_row & tf.gather(anchor_cased, index)
+        def final_sigmas():
+            char_rows = code_points.value_rowids()
+            context = self._contexts.lookup(chars)
+            # Positions that are not case-ignorable, in order; a sigma is one of them.
+            anchors = tf.where(context != _CASE_IGNORABLE)[:, 0]  # [A]
+            anchor_rows = tf.gather(char_rows, anchors)
+            anchor_cased = tf.equal(tf.gather(context, anchors), _CASED)
+            num_anchors = tf.size(anchors, out_type=tf.int64)
+            sigmas = tf.where(tf.gather(is_sigma, anchors))[:, 0]  # indices into anchors
+            sigma_rows = tf.gather(anchor_rows, sigmas)
 
-        final = neighbour_cased(-1) & ~neighbour_cased(1)  # [sigmas]
-        final_chars = tf.scatter_nd(tf.gather(anchors, rank)[:, tf.newaxis], final,
-                                    tf.shape(chars, out_type=tf.int64))
-        return tf.where(tf.gather(final_chars, source), _FINAL_SIGMA, values)
+            def neighbour_cased(step):
+                index = sigmas + step
+                inside = (index >= 0) & (index < num_anchors)
+                index = tf.clip_by_value(index, 0, num_anchors - 1)
+                same_row = tf.equal(tf.gather(anchor_rows, index), sigma_rows)
+                return inside & same_row & tf.gather(anchor_cased, index)
 
-    @staticmethod
-    def _canonical_order(values, keep, ccc, rows):
-        """Sorts runs of combining marks by combining class, stably: NFD's canonical order.
+            final = neighbour_cased(-1) & ~neighbour_cased(1)  # [sigmas]
+            return tf.scatter_nd(tf.gather(anchors, sigmas)[:, tf.newaxis], final,
+                                 tf.shape(chars, out_type=tf.int64))
 
-        A run is a maximal sequence of code points with a nonzero class, within one string.
+        return tf.cond(tf.reduce_any(is_sigma), final_sigmas, lambda: tf.zeros_like(is_sigma))
 
-        Args:
-            values: int32 [M], code points.
-            keep: bool [M].
-            ccc: int32 [M], canonical combining classes.
-            rows: int64 [M], the string of each code point.
 
-        Returns:
-            (values, keep) reordered.
-        """
-        new_row = tf.concat([[True], rows[1:] != rows[:-1]], axis=0)
-        run = tf.cumsum(tf.cast((ccc == 0) | new_row, tf.int64))
-        key = run * 256 + tf.cast(ccc, tf.int64)  # non-decreasing except inside runs
-        order = tf.argsort(key, stable=True)
-        return tf.gather(values, order), tf.gather(keep, order)
+def _canonical_order(values, keep, ccc, rows):
+    """Sorts runs of combining marks by combining class, stably: NFD's canonical order.
+
+    A run is a maximal sequence of code points with a nonzero class, within one string.
+
+    Args:
+        values: int32 [M], code points.
+        keep: bool [M].
+        ccc: int32 [M], canonical combining classes.
+        rows: int64 [M], the string of each code point.
+
+    Returns:
+        (values, keep) reordered.
+    """
+    new_row = tf.concat([[True], rows[1:] != rows[:-1]], axis=0)
+    run = tf.cumsum(tf.cast((ccc == 0) | new_row, tf.int64))
+    key = run * 256 + tf.cast(ccc, tf.int64)  # non-decreasing, except inside runs
+    order = tf.argsort(key, stable=True)
+    return tf.gather(values, order), tf.gather(keep, order)
+
+
+def _update_rows(texts, selected, function, inputs=None):
+    """Returns `texts` with the rows where `selected` is True replaced by `function` of them.
+
+    Args:
+        texts: tf.string [B].
+        selected: bool [B].
+        function: maps R rows of `inputs` to tf.string [R].
+        inputs: a tensor or RaggedTensor with B rows; `texts` when None.
+    """
+    inputs = texts if inputs is None else inputs
+    rows = tf.where(selected)
+    return tf.cond(
+        tf.size(rows) > 0,
+        lambda: tf.tensor_scatter_nd_update(texts, rows, function(tf.gather(inputs, rows[:, 0]))),
+        lambda: texts)
 
 
 class BertInputPacker(tf.Module):
@@ -421,7 +543,7 @@ class BertInputPacker(tf.Module):
     "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]", padded with 0. A pair is cut by the original's
     `_truncate_seq_pair` (drop tokens from the end of the longer segment, from b when they are
     as long, until both fit in seq_length - 3); a single segment is cut to seq_length - 2. A
-    second segment without tokens (empty `text_b`) counts as none, as in `run_classifier`.
+    second segment without tokens (an empty `text_b`) counts as none, as in `run_classifier`.
     Owns no variables.
     """
 
@@ -463,20 +585,20 @@ class BertInputPacker(tf.Module):
         # b loses first on ties, so a keeps the extra token of an odd budget.
         pair = self.seq_length - 3
         keep_a_pair = tf.minimum(length_a, tf.maximum(pair - length_b, (pair + 1) // 2))
-        keep_b = tf.minimum(length_b, pair - keep_a_pair)
         keep_a = tf.where(has_b, keep_a_pair, tf.minimum(length_a, self.seq_length - 2))
-        keep_b = tf.where(has_b, keep_b, 0)
+        keep_b = tf.where(has_b, tf.minimum(length_b, pair - keep_a_pair), 0)
+        segment_a = _head(ids_a, keep_a)
+        segment_b = _head(ids_b, keep_b)
         batch = tf.shape(length_a, out_type=tf.int64)[0]
         cls = tf.fill([batch, 1], self.cls_id)
         sep = tf.fill([batch, 1], self.sep_id)
-        sep_b = tf.RaggedTensor.from_row_lengths(
+        sep_b = tf.RaggedTensor.from_row_lengths(  # "[SEP]" after b, where there is a b
             tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], self.sep_id),
             tf.cast(has_b, tf.int64))
-        segments = [cls, _head(ids_a, keep_a), sep, _head(ids_b, keep_b), sep_b]
-        input_ids = tf.concat(segments, axis=1)
+        input_ids = tf.concat([cls, segment_a, sep, segment_b, sep_b], axis=1)
         segment_ids = tf.concat(
-            [tf.zeros_like(cls), tf.zeros_like(_head(ids_a, keep_a)), tf.zeros_like(sep),
-             tf.ones_like(_head(ids_b, keep_b)), tf.ones_like(sep_b)], axis=1)
+            [tf.zeros_like(cls), tf.zeros_like(segment_a), tf.zeros_like(sep),
+             tf.ones_like(segment_b), tf.ones_like(sep_b)], axis=1)
         shape = [None, self.seq_length]
         return {
             "input_ids": input_ids.to_tensor(0, shape=shape),
