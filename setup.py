@@ -16,6 +16,7 @@ setuptools.setup(
         "numpy>=1.26",
         "h5py>=3.10",
         "google-crc32c>=1.5",
+        "tensorboard>=2.20",
     ],
     extras_require={"test": ["pytest>=8"]},
 )

@@ -1,17 +1,23 @@
 """Forward-pass speed of `BertModel` at BERT-Base shapes on the CPU (issue 2).
 
-Prints, for float32, float32 + XLA, mixed bfloat16 and mixed bfloat16 + XLA, at each batch size:
-sequences/s, milliseconds per batch (median and best), achieved GFLOP/s and its ratio to a matmul
-peak measured in the same run. All figures come from a compiled `tf.function` with a fixed
-input signature; one `model.predict` batch-1 latency is printed for contrast.
+For each configuration and batch size it prints sequences/s, milliseconds per batch, the achieved
+GFLOP/s and its ratio to a matmul peak measured in the same run. The figures come from a compiled
+`tf.function` with a fixed input signature; one `model.predict` batch-1 latency is printed for
+contrast.
 
-The machine this was written for is shared and noisy, so every round times each configuration
-once (batch 1: for about `--round_seconds`) in a rotating order, and the tables give medians over
-the rounds: a burst of load then hits every configuration alike.
+Configurations: float32 and mixed bfloat16 (`mixed_bfloat16` set before the model is built), each
+with and without XLA (`jit_compile=True`), and `bfloat16`: the same weights stored in bfloat16,
+which computes the same numbers as mixed bfloat16 without casting every weight at every call.
+
+The machine this was written for is shared and noisy. Every round times each job once (small
+batches: repeated for about `--round_seconds`, then their median) in a rotating order, and the
+tables give medians over the rounds. Each sample also records how much CPU other processes used
+meanwhile (Linux /proc/stat); "quiet ms" is the median over the samples during which they used
+less than 0.15 of a core.
 
 Usage:
-  python benchmarks/bench_forward.py            # the figures of benchmarks/README.md
-  python benchmarks/bench_forward.py --quick    # 2 rounds, a smoke test
+  python benchmarks/bench_forward.py            # the figures of benchmarks/README.md, ~3 min
+  python benchmarks/bench_forward.py --quick    # 2 rounds, ~1 min
 """
 import os
 import statistics
@@ -32,7 +38,9 @@ CONFIGS = {  # name: (Keras dtype policy, jit_compile)
     "float32_xla": ("float32", True),
     "mixed_bfloat16": ("mixed_bfloat16", False),
     "mixed_bfloat16_xla": ("mixed_bfloat16", True),
+    "bfloat16": ("bfloat16", False),
 }
+QUIET = 0.15  # cores used by other processes below which a sample counts as quiet
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", list(CONFIGS), f"Configurations to time, among {list(CONFIGS)}.")
@@ -40,9 +48,9 @@ flags.DEFINE_list("batch_sizes", ["1", "32"], "Batch sizes to time.")
 flags.DEFINE_integer("seq_length", 128, "Sequence length T.")
 flags.DEFINE_integer("rounds", 7, "Interleaved rounds; the tables give medians over them.")
 flags.DEFINE_float("round_seconds", 0.5,
-                   "Small batches repeat calls within a round for about this long.")
+                   "Batches below 8 repeat calls within a round for about this long.")
 flags.DEFINE_integer("peak_size", 2048, "n of the [n, n] x [n, n] matmul that measures the peak.")
-flags.DEFINE_integer("predict_calls", 5, "model.predict batch-1 calls to time (0: skip).")
+flags.DEFINE_integer("predict_calls", 5, "float32 model.predict batch-1 calls to time (0: skip).")
 flags.DEFINE_integer("intra_op_threads", 0, "TF intra-op threads (0: TF's default).")
 flags.DEFINE_integer("inter_op_threads", 0, "TF inter-op threads (0: TF's default).")
 flags.DEFINE_bool("quick", False, "2 rounds, 0.2 s per small-batch round, 2 predict calls.")
@@ -55,8 +63,8 @@ BERT_BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
 def forward_flops(config, seq_length):
     """FLOPs (2 per multiply-add) of the matmuls of one sequence's forward pass.
 
-    Element-wise work (GELU, softmax, LayerNorm, embeddings) is left out, as it is by the peers
-    this is compared with; it is well under 1% of the total at BERT-Base shapes.
+    Element-wise work (GELU, softmax, LayerNorm, embeddings) is left out, as the figures this is
+    compared with leave it out; it is under 1% of the total at BERT-Base shapes.
     """
     t, h, i = seq_length, config.hidden_size, config.intermediate_size
     per_layer = (2 * t * h * 3 * h  # query, key and value projections
@@ -68,14 +76,17 @@ def forward_flops(config, seq_length):
     return config.num_hidden_layers * per_layer + pooler
 
 
-def build_model(policy):
-    """A BERT-Base `BertModel` whose layers use `policy`; the same random weights every time."""
+def build_model(policy, weights=None):
+    """A BERT-Base `BertModel` whose layers use `policy`, with `weights` or seeded random ones."""
     keras.mixed_precision.set_dtype_policy(policy)
     try:
         keras.utils.set_random_seed(0)
-        return BertModel(BERT_BASE)
+        model = BertModel(BERT_BASE)
     finally:
         keras.mixed_precision.set_dtype_policy("float32")
+    if weights is not None:
+        model.set_weights(weights)
+    return model
 
 
 def compiled_forward(model, batch_size, seq_length, jit_compile):
@@ -104,20 +115,37 @@ def random_inputs(batch_size, seq_length, vocab_size, seed=0):
             tf.constant(token_type_ids))
 
 
-def time_calls(fn, args, min_seconds):
-    """Seconds of each call of `fn(*args)` (outputs copied to host) until `min_seconds` pass."""
+def cpu_seconds_of_others():
+    """CPU seconds used so far by every other process (0 where /proc/stat is missing)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    user, nice, system, _, _, irq, softirq, steal = ticks[:8]
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    ours = os.times()
+    return busy - ours.user - ours.system
+
+
+def time_sample(fn, args, min_seconds):
+    """Median seconds of calls of `fn(*args)` (outputs copied to host), repeated for `min_seconds`.
+
+    Returns (seconds per call, cores used by other processes meanwhile).
+    """
     times = []
-    start = time.perf_counter()
+    others, start = cpu_seconds_of_others(), time.perf_counter()
     while not times or time.perf_counter() - start < min_seconds:
         begin = time.perf_counter()
         for output in tf.nest.flatten(fn(*args)):
             output.numpy()
         times.append(time.perf_counter() - begin)
-    return times
+    load = (cpu_seconds_of_others() - others) / (time.perf_counter() - start)
+    return statistics.median(times), load
 
 
 def matmul_peaks(n):
-    """[n, n] x [n, n] matmuls in float32 and bfloat16; returns {dtype: (fn, args, flops)}."""
+    """[n, n] x [n, n] matmuls in float32 and bfloat16: {dtype name: (fn, args, flops)}."""
     matmul = tf.function(tf.matmul)
     peaks = {}
     for dtype in (tf.float32, tf.bfloat16):
@@ -127,6 +155,36 @@ def matmul_peaks(n):
     return peaks
 
 
+def summarize(samples):
+    """(median seconds, quiet median seconds or None, number of quiet samples)."""
+    quiet = [seconds for seconds, load in samples if load < QUIET]
+    return (statistics.median(seconds for seconds, _ in samples),
+            statistics.median(quiet) if quiet else None, len(quiet))
+
+
+def print_setup(flops):
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs, "
+          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}, "
+          f"threads intra/inter {tf.config.threading.get_intra_op_parallelism_threads()}/"
+          f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: default)")
+    print(f"BERT-Base, T={FLAGS.seq_length}: {flops / 1e9:.2f} GFLOP per sequence (matmuls)")
+    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
+
+
+def time_predict(model, seq_length, calls):
+    """Median seconds of `model.predict` on one sequence, after one call that traces it."""
+    input_ids, input_mask, token_type_ids = random_inputs(1, seq_length, BERT_BASE.vocab_size)
+    inputs = {"input_ids": input_ids.numpy(), "input_mask": input_mask.numpy(),
+              "token_type_ids": token_type_ids.numpy()}
+    model.predict(inputs, batch_size=1, verbose=0)
+    times = []
+    for _ in range(calls):
+        begin = time.perf_counter()
+        model.predict(inputs, batch_size=1, verbose=0)
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
 def main(argv):
     del argv
     if FLAGS.quick:
@@ -134,6 +192,7 @@ def main(argv):
     unknown = set(FLAGS.configs) - set(CONFIGS)
     if unknown:
         raise app.UsageError(f"--configs: unknown {sorted(unknown)}; choose from {list(CONFIGS)}")
+    tf.get_logger().setLevel("ERROR")  # one tf.function per job: retracing warnings are noise
     if FLAGS.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
     if FLAGS.inter_op_threads:
@@ -141,81 +200,65 @@ def main(argv):
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     seq_length = FLAGS.seq_length
     flops = forward_flops(BERT_BASE, seq_length)
+    print_setup(flops)
 
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs, "
-          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}, "
-          f"threads intra/inter {tf.config.threading.get_intra_op_parallelism_threads()}/"
-          f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: default)")
-    print(f"BERT-Base, T={seq_length}: {flops / 1e9:.2f} GFLOP per sequence (matmuls)")
-    print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
-
-    models = {policy: build_model(policy) for policy, _ in
-              {CONFIGS[name] for name in FLAGS.configs}}
-    jobs = {}  # (label, batch) -> (fn, args, flops per call)
+    float32_model = build_model("float32")
+    models = {"float32": float32_model}
+    for policy in {CONFIGS[name][0] for name in FLAGS.configs} - {"float32"}:
+        models[policy] = build_model(policy, float32_model.get_weights())
+    jobs = {}  # (name, batch or None) -> (fn, args, flops per call)
     for name in FLAGS.configs:
         policy, jit = CONFIGS[name]
         for batch in batch_sizes:
-            forward = compiled_forward(models[policy], batch, seq_length, jit)
-            jobs[(name, batch)] = (forward, random_inputs(batch, seq_length, BERT_BASE.vocab_size),
+            jobs[(name, batch)] = (compiled_forward(models[policy], batch, seq_length, jit),
+                                   random_inputs(batch, seq_length, BERT_BASE.vocab_size),
                                    flops * batch)
     for dtype, job in matmul_peaks(FLAGS.peak_size).items():
-        jobs[(f"matmul {FLAGS.peak_size}^3 {dtype}", None)] = job
+        jobs[(f"matmul {dtype}", None)] = job
 
-    for key, (fn, args, _) in jobs.items():  # traces, compiles, warms oneDNN's caches
+    for (name, batch), (fn, args, _) in jobs.items():  # traces, compiles, warms oneDNN's caches
         begin = time.perf_counter()
-        time_calls(fn, args, 0)
-        time_calls(fn, args, 0)
-        print(f"  warm-up {key[0]:<24} batch {key[1]}: {time.perf_counter() - begin:6.1f} s",
+        time_sample(fn, args, 0)
+        time_sample(fn, args, 0)
+        print(f"  warm-up {name:<20} batch {batch}: {time.perf_counter() - begin:5.1f} s",
               flush=True)
 
     samples = {key: [] for key in jobs}
     keys = list(jobs)
     for round_index in range(FLAGS.rounds):
-        shift = round_index % len(keys)  # rotate the order so no job always runs first
+        shift = round_index % len(keys)  # rotates the order so that no job always runs first
         for key in keys[shift:] + keys[:shift]:
             fn, args, _ = jobs[key]
-            # One call per round for big batches, several for small ones, then their median.
-            seconds = FLAGS.round_seconds if key[1] is None or key[1] < 8 else 0
-            samples[key].append(statistics.median(time_calls(fn, args, seconds)))
+            small = key[1] is None or key[1] < 8
+            samples[key].append(time_sample(fn, args, FLAGS.round_seconds if small else 0))
         print(f"  round {round_index + 1}/{FLAGS.rounds} done", flush=True)
 
     peaks = {}
-    print(f"\nmatmul peak, [n, n] x [n, n], n={FLAGS.peak_size} (median / best of "
-          f"{FLAGS.rounds} rounds):")
+    print(f"\nmatmul peak, [n, n] x [n, n], n={FLAGS.peak_size}, median of {FLAGS.rounds} rounds "
+          "(quiet: median of the quiet ones):")
     for dtype in ("float32", "bfloat16"):
-        key = (f"matmul {FLAGS.peak_size}^3 {dtype}", None)
-        flop = jobs[key][2]
-        peaks[dtype] = flop / statistics.median(samples[key]) / 1e9
-        print(f"  {dtype:<9} {peaks[dtype]:6.0f} GFLOP/s  (best "
-              f"{flop / min(samples[key]) / 1e9:.0f})")
+        key = (f"matmul {dtype}", None)
+        seconds, quiet, count = summarize(samples[key])
+        peaks[dtype] = jobs[key][2] / seconds / 1e9
+        quiet_text = f"{jobs[key][2] / quiet / 1e9:.0f}" if quiet else "-"
+        print(f"  {dtype:<9} {peaks[dtype]:6.0f} GFLOP/s  (quiet {quiet_text}, n={count})")
 
-    print(f"\nforward, T={seq_length}, compiled tf.function (median / best of "
-          f"{FLAGS.rounds} rounds):")
-    print(f"  {'config':<20} {'batch':>5} {'seq/s':>7} {'ms':>8} {'best ms':>8} "
-          f"{'GFLOP/s':>8} {'% peak':>7}")
+    print(f"\nforward, T={seq_length}, compiled tf.function, median of {FLAGS.rounds} rounds:")
+    print(f"  {'config':<19} {'batch':>5} {'seq/s':>7} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7}"
+          f" {'quiet ms':>9} {'n':>3}")
     for name in FLAGS.configs:
         peak = peaks["bfloat16" if "bfloat16" in name else "float32"]
         for batch in batch_sizes:
-            seconds = statistics.median(samples[(name, batch)])
+            seconds, quiet, count = summarize(samples[(name, batch)])
             gflops = flops * batch / seconds / 1e9
-            print(f"  {name:<20} {batch:>5} {batch / seconds:7.2f} {seconds * 1e3:8.1f} "
-                  f"{min(samples[(name, batch)]) * 1e3:8.1f} {gflops:8.0f} "
-                  f"{100 * gflops / peak:6.0f}%")
+            quiet_text = f"{quiet * 1e3:9.1f}" if quiet else f"{'-':>9}"
+            print(f"  {name:<19} {batch:>5} {batch / seconds:7.2f} {seconds * 1e3:8.1f} "
+                  f"{gflops:8.0f} {100 * gflops / peak:6.0f}% {quiet_text} {count:>3}")
 
     if FLAGS.predict_calls:
-        model = models.get("float32") or build_model("float32")
-        input_ids, input_mask, token_type_ids = random_inputs(1, seq_length,
-                                                              BERT_BASE.vocab_size)
-        inputs = {"input_ids": input_ids.numpy(), "input_mask": input_mask.numpy(),
-                  "token_type_ids": token_type_ids.numpy()}
-        model.predict(inputs, batch_size=1, verbose=0)  # traces predict_function
-        times = []
-        for _ in range(FLAGS.predict_calls):
-            begin = time.perf_counter()
-            model.predict(inputs, batch_size=1, verbose=0)
-            times.append(time.perf_counter() - begin)
-        print(f"\nfloat32 model.predict, batch 1 (contrast, not a main figure): median "
-              f"{statistics.median(times) * 1e3:.1f} ms of {len(times)} calls")
+        seconds = time_predict(float32_model, seq_length, FLAGS.predict_calls)
+        print(f"\nfloat32 model.predict, batch 1 (for contrast, not a main figure): "
+              f"median {seconds * 1e3:.1f} ms of {FLAGS.predict_calls} calls")
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
 
 

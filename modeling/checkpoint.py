@@ -110,7 +110,7 @@ def load_original(model, ckpt_path):
     return LoadResult(loaded=sorted(variables), skipped=skipped, unused=unused)
 
 
-def save_original(model, ckpt_path, global_step=None):
+def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
     """Writes the model's variables as an original name-based checkpoint, atomically.
 
     The files (`<ckpt_path>.index`, `<ckpt_path>.data-00000-of-00001`, and the directory's
@@ -120,10 +120,12 @@ def save_original(model, ckpt_path, global_step=None):
       model: a `BertModel`, or any Keras model whose variables have checkpoint names.
       ckpt_path: checkpoint prefix to write, e.g. `out/bert_model.ckpt`.
       global_step: optional int, written as the int64 `global_step` tensor as the original does.
+      extra_tensors: optional dict of more name -> tensor or variable (Adam slots, say).
     """
-    variables = _named_variables(model)
+    variables = dict(_named_variables(model), **(extra_tensors or {}))
     names = sorted(variables)
-    tensors = [tf.convert_to_tensor(variables[name].value) for name in names]
+    tensors = [tf.convert_to_tensor(getattr(variables[name], "value", variables[name]))
+               for name in names]
     if global_step is not None:
         names.append("global_step")
         tensors.append(tf.constant(global_step, tf.int64))

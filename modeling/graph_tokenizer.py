@@ -50,14 +50,15 @@ _NOT_SEPARATOR = r"[^\t\n\r ]"
 # Context classes of Python's final-sigma rule (see `_case_context`).
 _OTHER, _CASED, _CASE_IGNORABLE = 0, 1, 2
 
-# An entry of the per-character table: (delta << 2) | (complex << 1) | kept. The character is
-# dropped (kept 0) or becomes chr(cp + delta) (kept 1). A complex character lower-cases to
-# several characters (Hangul syllables decompose into jamo), or is or gives a non-Mn character
-# with a nonzero combining class, which NFD's canonical reordering could move past another one
-# (in some Brahmic scripts and in musical notation). It is kept as it is, and marks its row
-# for the full mapping, `GraphTokenizer._map_in_canonical_order`.
+# An entry of the per-character table: (base << 3) | (reorders << 2) | length. The character
+# becomes `length` code points: none (it is dropped), chr(cp + base), or, for 2 or 3 (Hangul
+# syllables decompose into jamo), `kept_items[base:base + length]`. `reorders` marks a character
+# that is, or gives, a non-Mn character with a nonzero combining class, which NFD's canonical
+# reordering could move past another one (some Brahmic scripts, musical notation): a batch
+# holding one takes the full mapping, `GraphTokenizer._map_in_canonical_order`.
 _IDENTITY = 1
-_COMPLEX = 2
+_REORDERS = 4
+_MAX_LENGTH = 3
 
 
 def _regex_ranges(code_points):
@@ -99,6 +100,8 @@ class _UnicodeTables:
         cased_entries: np.int32 [0x110000], table entries (see `_IDENTITY`) for cleaning.
         lower_entries: np.int32 [0x110000], entries for cleaning, lower-casing and accent
             stripping.
+        kept_items: np.int32 [kept], the code points of the characters that lower-case and
+            strip to several.
         expansion_index: np.int32 [0x110000], `offset << 3 | length` into the item arrays:
             cleaning, then the code points of NFD(c.lower()), marks included.
         item_value: np.int32 [items], a code point, or -1 for the character itself.
@@ -124,6 +127,8 @@ class _UnicodeTables:
         self.context = np.full(_NUM_CODE_POINTS, _OTHER, np.int32)
         items = {}  # expansion (tuple of items) -> offset
         item_list = []
+        kept_offsets = {}  # several code points (tuple) -> offset in kept_items
+        kept_items = []
 
         def index(expansion):
             offset = items.get(expansion)
@@ -142,7 +147,7 @@ class _UnicodeTables:
                 self.context[cp] = _CASE_IGNORABLE
                 continue
             if cp in self.space:
-                self.cased_entries[cp] = self.lower_entries[cp] = ((0x20 - cp) << 2) | 1
+                self.cased_entries[cp] = self.lower_entries[cp] = ((0x20 - cp) << 3) | 1
                 self.expansion_index[cp] = index(((0x20, True, 0),))
                 continue
             self.context[cp] = _case_context(char)
@@ -150,14 +155,17 @@ class _UnicodeTables:
             expansion = tuple((-1 if x == char else ord(x), unicodedata.category(x) != "Mn",
                                unicodedata.combining(x)) for x in decomposed)
             self.expansion_index[cp] = index(expansion)
-            kept = [ord(x) for x in decomposed if unicodedata.category(x) != "Mn"]
+            kept = tuple(ord(x) for x in decomposed if unicodedata.category(x) != "Mn")
             self._check(cp, kept, cjk)
-            if len(kept) > 1 or any(keep and ccc for _, keep, ccc in expansion):
-                self.lower_entries[cp] = _COMPLEX | 1
-            elif kept:
-                self.lower_entries[cp] = ((kept[0] - cp) << 2) | 1
+            if len(kept) == 1:
+                base = kept[0] - cp
             else:
-                self.lower_entries[cp] = 0
+                base = kept_offsets.setdefault(kept, len(kept_items))
+                if base == len(kept_items):
+                    kept_items.extend(kept)
+            reorders = any(keep and ccc for _, keep, ccc in expansion)
+            self.lower_entries[cp] = (base << 3) | (_REORDERS if reorders else 0) | len(kept)
+        self.kept_items = np.array(kept_items, np.int32)
         self.item_value = np.array([value for value, _, _ in item_list], np.int32)
         self.item_keep = np.array([keep for _, keep, _ in item_list], np.bool_)
         self.item_ccc = np.array([ccc for _, _, ccc in item_list], np.int32)
@@ -169,13 +177,13 @@ class _UnicodeTables:
         it. That is the same when lower-casing keeps ideographs ideographs, makes none from
         other characters, and an ideograph blocks the final-sigma look-around as the spaces
         around it would. Words are split at `_SEPARATORS` only, so lower-casing must make no
-        whitespace.
+        whitespace. A table entry holds at most `_MAX_LENGTH` code points.
         """
         if cp in cjk:
             good = len(kept) == 1 and kept[0] in cjk and self.context[cp] == _OTHER
         else:
             good = not any(x in cjk for x in kept)
-        if not good or any(chr(x).isspace() for x in kept):
+        if not good or any(chr(x).isspace() for x in kept) or len(kept) > _MAX_LENGTH:
             raise RuntimeError(
                 f"U+{cp:04X} lower-cases to {[chr(x) for x in kept]!r}: this Unicode data "
                 "breaks an assumption of GraphTokenizer's pipeline.")
@@ -265,6 +273,7 @@ class GraphTokenizer(tf.Module):
         self._entries = _CodePointTable(entries)
         self._contexts = _CodePointTable(tables.context)
         if do_lower_case:
+            self._kept_items = tf.constant(tables.kept_items)
             self._expansions = _CodePointTable(tables.expansion_index)
             self._item_value = tf.constant(tables.item_value)
             self._item_keep = tf.constant(tables.item_keep)
@@ -276,8 +285,6 @@ class GraphTokenizer(tf.Module):
         to_map = {cp for cp in np.flatnonzero(entries != _IDENTITY)
                   if not (do_lower_case and 0x41 <= cp <= 0x5A) and cp not in _SEPARATORS}
         self._plain_pattern = "(?s)[^" + _regex_ranges(to_map | set(_SURROGATES)) + "]*"
-        self._complex_pattern = "(?s).*[" + _regex_ranges(
-            np.flatnonzero(entries == _COMPLEX | 1).tolist()) + "].*"
         self._split_pattern = "([" + _regex_ranges(tables.split) + "])"
 
         fast_space, fast_split = _fast_wordpiece_classes()
@@ -404,32 +411,42 @@ class GraphTokenizer(tf.Module):
         """
         code_points = tf.strings.unicode_decode(
             texts, "UTF-8", errors="replace", replacement_char=0xFFFD)  # U+FFFD is dropped.
-        mapped = self._map_each(code_points)
+        entries = self._entries.lookup(code_points.flat_values)
         if not self.do_lower_case:
-            return mapped
-        # Matched in the mapped rows: they are valid UTF-8 and still hold the complex characters.
-        return _update_rows(mapped, tf.strings.regex_full_match(mapped, self._complex_pattern),
-                            self._map_in_canonical_order, inputs=code_points)
+            return self._map_each(code_points, entries)
+        return tf.cond(
+            tf.reduce_any(tf.bitwise.bitwise_and(entries, _REORDERS) > 0),
+            lambda: self._map_in_canonical_order(code_points),
+            lambda: self._map_each(code_points, entries))
 
-    def _map_each(self, code_points):
+    def _map_each(self, code_points, entries):
         """Maps each character through the table, on its own (but for final sigmas).
 
         Args:
             code_points: tf.RaggedTensor int32 [R, (N)].
+            entries: int32 [N], the table entries of `code_points.flat_values`.
 
         Returns:
-            tf.string [R], valid UTF-8; complex characters are left as they are.
+            tf.string [R].
         """
         chars = code_points.flat_values
-        entries = self._entries.lookup(chars)
-        values = chars + tf.bitwise.right_shift(entries, 2)
+        lengths = tf.bitwise.bitwise_and(entries, 3)
+        base = tf.bitwise.right_shift(entries, 3)
+        values = chars + base
         if self.do_lower_case:
             values = tf.where(self._final_sigmas(code_points), _FINAL_SIGMA, values)
-        # U+FFFD marks what is dropped: cleaning has removed every other one.
-        values = tf.where(tf.bitwise.bitwise_and(entries, 1) > 0, values, 0xFFFD)
-        return tf.strings.regex_replace(
-            tf.strings.unicode_encode(code_points.with_flat_values(values), "UTF-8"),
-            r"\x{FFFD}", "")
+            # Characters that give several code points; `more` is unused elsewhere.
+            last = tf.size(self._kept_items) - 1
+            more = [tf.gather(self._kept_items, tf.clip_by_value(base + i, 0, last))
+                    for i in range(_MAX_LENGTH)]
+            values = tf.where(lengths > 1, more[0], values)
+            values = tf.boolean_mask(tf.stack([values] + more[1:], axis=1),
+                                     tf.sequence_mask(lengths, _MAX_LENGTH))
+        else:
+            values = tf.boolean_mask(values, lengths > 0)
+        ends = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], axis=0)
+        mapped = tf.RaggedTensor.from_row_splits(values, tf.gather(ends, code_points.row_splits))
+        return tf.strings.unicode_encode(mapped, "UTF-8")
 
     def _map_in_canonical_order(self, code_points):
         """The mapping in full: NFD with marks, canonical reordering, then marks dropped.
@@ -520,20 +537,18 @@ def _canonical_order(values, keep, ccc, rows):
     return tf.gather(values, order), tf.gather(keep, order)
 
 
-def _update_rows(texts, selected, function, inputs=None):
+def _update_rows(texts, selected, function):
     """Returns `texts` with the rows where `selected` is True replaced by `function` of them.
 
     Args:
         texts: tf.string [B].
         selected: bool [B].
-        function: maps R rows of `inputs` to tf.string [R].
-        inputs: a tensor or RaggedTensor with B rows; `texts` when None.
+        function: maps tf.string [R] to tf.string [R].
     """
-    inputs = texts if inputs is None else inputs
     rows = tf.where(selected)
     return tf.cond(
         tf.size(rows) > 0,
-        lambda: tf.tensor_scatter_nd_update(texts, rows, function(tf.gather(inputs, rows[:, 0]))),
+        lambda: tf.tensor_scatter_nd_update(texts, rows, function(tf.gather_nd(texts, rows))),
         lambda: texts)
 
 
@@ -592,9 +607,11 @@ class BertInputPacker(tf.Module):
         batch = tf.shape(length_a, out_type=tf.int64)[0]
         cls = tf.fill([batch, 1], self.cls_id)
         sep = tf.fill([batch, 1], self.sep_id)
-        sep_b = tf.RaggedTensor.from_row_lengths(  # "[SEP]" after b, where there is a b
-            tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], self.sep_id),
-            tf.cast(has_b, tf.int64))
+        # "[SEP]" after b where some of b is left: the original tests `if tokens_b` again after
+        # truncation, which empties b when seq_length is 3, or 4 with one token on each side.
+        b_left = tf.cast(keep_b > 0, tf.int64)
+        sep_b = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(b_left)], self.sep_id), b_left)
         input_ids = tf.concat([cls, segment_a, sep, segment_b, sep_b], axis=1)
         segment_ids = tf.concat(
             [tf.zeros_like(cls), tf.zeros_like(segment_a), tf.zeros_like(sep),

@@ -19,7 +19,11 @@ ATTENTION_MASK_ADDER = -10000.0  # large enough that exp() underflows to exactly
 
 
 def gelu(x):
-    """GELU with the tanh approximation, written as the original writes it.
+    """GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    This is the original's formula. Written with `tf.nn.gelu`, after a 2-D matmul and bias add
+    (`dense_on_rows`), it matches the pattern that oneDNN fuses into one kernel, instead of nine
+    element-wise passes over [B*T, I] (benchmarks/README.md).
 
     Args:
       x: float Tensor of any shape.
@@ -27,8 +31,7 @@ def gelu(x):
     Returns:
       Tensor of the same shape and dtype.
     """
-    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
-    return x * cdf
+    return tf.nn.gelu(x, approximate=True)
 
 
 def get_activation(name):
@@ -54,6 +57,18 @@ def dense(units, config, name, activation=None):
                               kernel_initializer=initializer(config.initializer_range))
 
 
+def dense_on_rows(layer, inputs):
+    """Applies a Dense `layer` to float [B, T, in] as one [B*T, in] matmul; returns [B, T, out].
+
+    Keras runs a 3-D input through tensordot, which leaves a reshape between the matmul and the
+    bias add; on a matrix, as in the original's `reshape_to_matrix`, oneDNN fuses matmul, bias add
+    and GELU into one kernel.
+    """
+    rows = tf.reshape(inputs, [-1, inputs.shape[-1]])  # [B*T, in]
+    outputs = layer(rows)  # [B*T, out]
+    return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [layer.units]], axis=0))
+
+
 class BertEmbeddings(keras.layers.Layer):
     """Owns `embeddings/{word,token_type,position}_embeddings` and `embeddings/LayerNorm`."""
 
@@ -66,15 +81,18 @@ class BertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None):
         config = self.config
         init = initializer(config.initializer_range)
+        # Not autocast: under mixed precision `call` casts the rows it gathers, not the whole
+        # [V, H] table at every step.
         self.word_embeddings = self.add_weight(
             name="word_embeddings", shape=(config.vocab_size, config.hidden_size),
-            initializer=init)
+            initializer=init, autocast=False)
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings", shape=(config.type_vocab_size, config.hidden_size),
-            initializer=init)
+            initializer=init, autocast=False)
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
-            shape=(config.max_position_embeddings, config.hidden_size), initializer=init)
+            shape=(config.max_position_embeddings, config.hidden_size), initializer=init,
+            autocast=False)
         self.layer_norm.build((None, None, config.hidden_size))
 
     def call(self, input_ids, token_type_ids, training=False):
@@ -89,10 +107,11 @@ class BertEmbeddings(keras.layers.Layer):
           float Tensor [B, T, H].
         """
         seq_length = tf.shape(input_ids)[1]
-        output = tf.gather(self.word_embeddings, input_ids)  # [B, T, H]
+        dtype = self.compute_dtype
+        output = tf.cast(tf.gather(self.word_embeddings, input_ids), dtype)  # [B, T, H]
         # The original multiplies a one-hot matrix by the table; a gather gives the same numbers.
-        output += tf.gather(self.token_type_embeddings, token_type_ids)
-        output += self.position_embeddings[:seq_length][tf.newaxis]  # [1, T, H]
+        output += tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), dtype)
+        output += tf.cast(self.position_embeddings[:seq_length], dtype)[tf.newaxis]  # [1, T, H]
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
 
@@ -114,9 +133,29 @@ class SelfAttention(keras.layers.Layer):
         for layer in (self.query, self.key, self.value):
             layer.build((None, None, self.hidden_size))
 
-    def _split_heads(self, x, batch_size, seq_length):
-        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.size_per_head])
-        return tf.transpose(x, [0, 2, 1, 3])  # [B, N, T, D]
+    def _project(self, hidden_states, batch_size, seq_length):
+        """The query, key and value projections, computed as one [H, 3H] matmul.
+
+        The three kernels are concatenated at every call, so the variables stay the original's.
+        One wide matmul keeps both cores on one op, where three narrow ones ran side by side and
+        contended for them (benchmarks/README.md).
+
+        Args:
+          hidden_states: float Tensor [B, T, H].
+          batch_size, seq_length: int scalar Tensors B and T.
+
+        Returns:
+          query, key, value: float Tensors [B, N, T, D].
+        """
+        dense = (self.query, self.key, self.value)
+        dtype = hidden_states.dtype
+        kernel = tf.concat([tf.cast(layer.kernel, dtype) for layer in dense], axis=1)  # [H, 3H]
+        bias = tf.concat([tf.cast(layer.bias, dtype) for layer in dense], axis=0)  # [3H]
+        rows = tf.reshape(hidden_states, [-1, self.hidden_size])  # [B*T, H]
+        projected = tf.nn.bias_add(tf.matmul(rows, kernel), bias)  # [B*T, 3H]
+        projected = tf.reshape(  # [B, T, 3, N, D]
+            projected, [batch_size, seq_length, 3, self.num_heads, self.size_per_head])
+        return tf.unstack(tf.transpose(projected, [2, 0, 3, 1, 4]))  # 3 x [B, N, T, D]
 
     def call(self, hidden_states, attention_adder, training=False):
         """Scaled dot-product attention of every position to every unmasked position.
@@ -133,9 +172,7 @@ class SelfAttention(keras.layers.Layer):
         """
         shape = tf.shape(hidden_states)
         batch_size, seq_length = shape[0], shape[1]
-        query = self._split_heads(self.query(hidden_states), batch_size, seq_length)
-        key = self._split_heads(self.key(hidden_states), batch_size, seq_length)
-        value = self._split_heads(self.value(hidden_states), batch_size, seq_length)
+        query, key, value = self._project(hidden_states, batch_size, seq_length)
 
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
         scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
@@ -168,7 +205,7 @@ class DenseLayerNorm(keras.layers.Layer):
 
     def call(self, hidden_states, residual, training=False):
         """Args: hidden_states [B, T, input_size], residual [B, T, H]. Returns [B, T, H]."""
-        output = self.dropout(self.dense(hidden_states), training=training)
+        output = self.dropout(dense_on_rows(self.dense, hidden_states), training=training)
         return self.layer_norm(output + residual)
 
 
@@ -224,7 +261,8 @@ class Intermediate(keras.layers.Layer):
         self.dense.build((None, None, self.hidden_size))
 
     def call(self, hidden_states):
-        return self.dense(hidden_states)
+        """Args: hidden_states [B, T, H]. Returns [B, T, I]."""
+        return dense_on_rows(self.dense, hidden_states)
 
 
 class Encoder(keras.layers.Layer):

@@ -55,6 +55,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     For each variable: m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²;
     update = m / (√v + ε) (+ weight_decay_rate·w unless excluded); w -= lr·update.
+
+    Under a `tf.distribute` strategy, `apply_gradients` takes gradients already summed over
+    replicas (and clipped, as the original clips the global gradient): see
+    `modeling.training`. Keras would sum them once more; this optimizer does not.
     """
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
@@ -96,6 +100,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.assign(variable, variable - learning_rate * update)
         self.assign(m, next_m)
         self.assign(v, next_v)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # summed and clipped by the caller
 
     def get_config(self):
         config = super().get_config()

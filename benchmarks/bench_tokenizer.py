@@ -1,0 +1,131 @@
+"""Speed of the in-graph GraphTokenizer against the Python FullTokenizer, on the same lines.
+
+  python benchmarks/bench_tokenizer.py                       # 4 MB synthetic + refs corpus
+  python benchmarks/bench_tokenizer.py --megabytes=20 --batch_sizes=1024 --repeats=5
+
+Each line of a corpus is one string (split on "\\n" only, as refs/README.md says). The Python
+tokenizer runs `tokenize` + `convert_tokens_to_ids` line by line; the graph tokenizer runs on
+batches of lines, already tensors, inside one `tf.function` with an input signature. Every
+figure is the median of --repeats passes after a warm-up pass (which also fills the Python
+tokenizer's word cache and traces the function); "python, first pass" is one pass of a new
+FullTokenizer, cache empty. tensorflow-text's FastBertTokenizer, which is
+not exact, is timed for reference, and each tokenizer's mismatching lines against
+FullTokenizer are counted.
+"""
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+
+from modeling import tokenization  # noqa: E402
+from modeling.graph_tokenizer import GraphTokenizer  # noqa: E402
+
+
+def make_corpus(megabytes, vocab, work_dir):
+    corpus = work_dir / f"corpus_{pathlib.Path(vocab).stem}_{megabytes:g}mb.txt"
+    if not corpus.exists():
+        subprocess.run([sys.executable, str(SHARED / "tools/make_corpus.py"), "--vocab", vocab,
+                        "--out", str(corpus), "--megabytes", str(megabytes), "--seed", "1"],
+                       check=True, stdout=subprocess.DEVNULL)
+    return corpus
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8", newline="") as reader:
+        return reader.read().split("\n")
+
+
+def timed(run, repeats):
+    """Runs `run` once to warm up, then `repeats` times; returns the median seconds."""
+    run()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def python_ids(tokenizer, lines):
+    return [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)) for line in lines]
+
+
+def run_batches(function, batches):
+    """Calls `function` on every batch; returns the outputs (eager: already computed)."""
+    return [function(batch) for batch in batches]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--megabytes", type=float, default=4)
+    parser.add_argument("--batch_sizes", default="256,1024")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work_dir", default="/tmp/bench_tokenizer")
+    parser.add_argument("--vocab", default=str(SHARED / "refs/vocab/uncased_vocab.txt"))
+    parser.add_argument("--do_lower_case", default=True,
+                        type=lambda value: value.lower() in ("1", "true", "yes"))
+    args = parser.parse_args()
+
+    work_dir = pathlib.Path(args.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    corpora = {
+        f"synthetic {args.megabytes:g} MB": make_corpus(args.megabytes, args.vocab, work_dir),
+        "refs tokenization": SHARED / "refs/tokenization/corpus.txt",
+    }
+    python = tokenization.FullTokenizer(args.vocab, args.do_lower_case)
+    start = time.perf_counter()
+    graph = GraphTokenizer(args.vocab, args.do_lower_case)
+    build_seconds = time.perf_counter() - start
+    fast_bert = tf_text.FastBertTokenizer(
+        graph.vocab, token_out_type=tf.int32, lower_case_nfd_strip_accents=args.do_lower_case)
+    signature = [tf.TensorSpec([None], tf.string)]
+    graph_function = tf.function(graph.tokenize, input_signature=signature)
+    fast_bert_function = tf.function(fast_bert.tokenize, input_signature=signature)
+    batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
+
+    print(f"vocab {args.vocab}, do_lower_case={args.do_lower_case}; GraphTokenizer built in "
+          f"{build_seconds:.1f} s; median of {args.repeats} passes; "
+          f"{os.cpu_count()} CPU cores")
+    header = (f"{'corpus':22s} {'tokenizer':24s} {'lines/s':>9s} {'MB/s':>7s} "
+              f"{'x python':>9s} {'mismatching lines':>18s}")
+    print(header)
+    print("-" * len(header))
+    for name, path in corpora.items():
+        lines = read_lines(path)
+        megabytes = sum(len(line.encode("utf-8")) for line in lines) / 1e6
+        # A new tokenizer's first pass fills its word cache; later passes are warm.
+        start = time.perf_counter()
+        expected = python_ids(tokenization.FullTokenizer(args.vocab, args.do_lower_case), lines)
+        first_seconds = time.perf_counter() - start
+        python_seconds = timed(lambda: python_ids(python, lines), args.repeats)
+        rows = [("python, first pass", first_seconds, 0),
+                ("python FullTokenizer", python_seconds, 0)]
+        for batch_size in batch_sizes:
+            batches = [tf.constant(lines[i:i + batch_size])
+                       for i in range(0, len(lines), batch_size)]
+            for label, function in ((f"graph, batch {batch_size}", graph_function),
+                                    (f"FastBert, batch {batch_size}", fast_bert_function)):
+                seconds = timed(lambda: run_batches(function, batches), args.repeats)
+                ids = [row for out in run_batches(function, batches) for row in out.to_list()]
+                rows.append((label, seconds, sum(a != b for a, b in zip(ids, expected))))
+        for label, seconds, mismatches in rows:
+            print(f"{name:22s} {label:24s} {len(lines) / seconds:9.0f} "
+                  f"{megabytes / seconds:7.2f} {python_seconds / seconds:9.1f} "
+                  f"{mismatches:18d}")
+        print(f"{'':22s} ({len(lines)} lines, {megabytes:.2f} MB)")
+
+
+if __name__ == "__main__":
+    main()
