@@ -11,6 +11,7 @@ that holds them resumes from the latest (weights, Adam slots, step and data posi
 trained model is also written as an original checkpoint, output_dir/export/bert_model.ckpt.
 """
 import os
+import tempfile
 
 from absl import flags, logging
 import tensorflow as tf
@@ -49,6 +50,7 @@ flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with 
 flags.DEFINE_enum("precision", "float32", ["float32", "mixed_bfloat16"],
                   "Compute dtype; variables stay float32.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
+flags.DEFINE_integer("seed", 12345, "Seed of the initial weights, dropout and data shuffling.")
 for _name in ("bert_config_file", "input_file", "output_dir"):
     flags.mark_flag_as_required(_name)
 
@@ -65,12 +67,13 @@ def main(_):
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds "
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{FLAGS.bert_config_file}")
-    paths = pretraining_input.expand_files(FLAGS.input_file)
-    pretraining_input.check_records(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-                                    config.vocab_size)
+    # First of all TensorFlow work: multi-worker collectives must be set up at startup.
     strategy = distribution.get_strategy(
         "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy, FLAGS.tpu_name, FLAGS.tpu_zone,
         FLAGS.gcp_project, FLAGS.master)
+    paths = pretraining_input.expand_files(FLAGS.input_file)
+    pretraining_input.check_records(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                                    config.vocab_size)
     replicas = strategy.num_replicas_in_sync
     if FLAGS.use_tpu and replicas != FLAGS.num_tpu_cores:
         logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
@@ -81,7 +84,8 @@ def main(_):
     training.set_precision(FLAGS.precision)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     pretrainer = training.Pretrainer(strategy, config, FLAGS.learning_rate,
-                                     FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.use_xla)
+                                     FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.use_xla,
+                                     FLAGS.seed)
     if FLAGS.init_checkpoint:
         pretrainer.init_from(FLAGS.init_checkpoint)
     chief = distribution.is_chief(strategy)
@@ -90,13 +94,14 @@ def main(_):
         def dataset_fn(skip_batches):
             return pretraining_input.pretraining_dataset(
                 paths, FLAGS.train_batch_size, FLAGS.max_seq_length,
-                FLAGS.max_predictions_per_seq, is_training=True, skip_batches=skip_batches)
+                FLAGS.max_predictions_per_seq, is_training=True, seed=FLAGS.seed,
+                skip_batches=skip_batches)
         pretrainer.train(dataset_fn, FLAGS.output_dir, FLAGS.num_train_steps,
                          FLAGS.iterations_per_loop, FLAGS.save_checkpoints_steps,
                          FLAGS.keep_checkpoint_max)
-        export = os.path.join(FLAGS.output_dir, "export", "bert_model.ckpt")
-        pretrainer.export_original(export if chief else os.path.join(
-            FLAGS.output_dir, f"export_worker_{os.getpid()}", "bert_model.ckpt"))
+        export = os.path.join(FLAGS.output_dir if chief else tempfile.mkdtemp(), "export",
+                              "bert_model.ckpt")
+        pretrainer.export_original(export)
         if chief:
             tf.io.gfile.copy(FLAGS.bert_config_file, os.path.join(
                 FLAGS.output_dir, "export", "bert_config.json"), overwrite=True)

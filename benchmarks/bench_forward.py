@@ -156,10 +156,17 @@ def matmul_peaks(n):
 
 
 def summarize(samples):
-    """(median seconds, quiet median seconds or None, number of quiet samples)."""
+    """(median seconds, median seconds of the quiet samples or None, number of quiet samples)."""
     quiet = [seconds for seconds, load in samples if load < QUIET]
     return (statistics.median(seconds for seconds, _ in samples),
             statistics.median(quiet) if quiet else None, len(quiet))
+
+
+def figures(flops, batch, seconds, peak):
+    """'seq/s ms GFLOP/s %-of-peak' of one timing; the % is '-' without a peak."""
+    gflops = flops / seconds / 1e9
+    percent = f"{100 * gflops / peak:6.0f}%" if peak else f"{'-':>7}"
+    return f"{batch / seconds:7.2f} {seconds * 1e3:8.1f} {gflops:8.0f} {percent}"
 
 
 def print_setup(flops):
@@ -169,6 +176,33 @@ def print_setup(flops):
           f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: default)")
     print(f"BERT-Base, T={FLAGS.seq_length}: {flops / 1e9:.2f} GFLOP per sequence (matmuls)")
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
+
+
+def print_results(jobs, samples, flops, batch_sizes):
+    """The peak and forward tables: medians of all rounds, then of the quiet ones."""
+    peaks, quiet_peaks = {}, {}
+    print(f"\nmatmul peak, [n, n] x [n, n], n={FLAGS.peak_size}, GFLOP/s:")
+    for dtype in ("float32", "bfloat16"):
+        key = (f"matmul {dtype}", None)
+        seconds, quiet, count = summarize(samples[key])
+        peaks[dtype] = jobs[key][2] / seconds / 1e9
+        quiet_peaks[dtype] = jobs[key][2] / quiet / 1e9 if quiet else None
+        quiet_text = f"{quiet_peaks[dtype]:.0f}" if quiet else "-"
+        print(f"  {dtype:<9} median {peaks[dtype]:4.0f}, quiet {quiet_text} (n={count})")
+
+    print(f"\nforward, T={FLAGS.seq_length}, compiled tf.function, median of {FLAGS.rounds} "
+          "rounds, then of the quiet ones (n); % of the peak measured alike:")
+    print(f"  {'config':<19} {'batch':>5} {'seq/s':>7} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7}"
+          f" | {'n':>2} {'seq/s':>7} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7}")
+    for name in FLAGS.configs:
+        dtype = "bfloat16" if "bfloat16" in name else "float32"
+        for batch in batch_sizes:
+            seconds, quiet, count = summarize(samples[(name, batch)])
+            line = f"  {name:<19} {batch:>5} {figures(flops * batch, batch, seconds, peaks[dtype])}"
+            line += f" | {count:>2} "
+            if quiet:
+                line += figures(flops * batch, batch, quiet, quiet_peaks[dtype])
+            print(line)
 
 
 def time_predict(model, seq_length, calls):
@@ -223,7 +257,7 @@ def main(argv):
         print(f"  warm-up {name:<20} batch {batch}: {time.perf_counter() - begin:5.1f} s",
               flush=True)
 
-    samples = {key: [] for key in jobs}
+    samples = {key: [] for key in jobs}  # key -> [(seconds, cores used by others)]
     keys = list(jobs)
     for round_index in range(FLAGS.rounds):
         shift = round_index % len(keys)  # rotates the order so that no job always runs first
@@ -232,28 +266,7 @@ def main(argv):
             small = key[1] is None or key[1] < 8
             samples[key].append(time_sample(fn, args, FLAGS.round_seconds if small else 0))
         print(f"  round {round_index + 1}/{FLAGS.rounds} done", flush=True)
-
-    peaks = {}
-    print(f"\nmatmul peak, [n, n] x [n, n], n={FLAGS.peak_size}, median of {FLAGS.rounds} rounds "
-          "(quiet: median of the quiet ones):")
-    for dtype in ("float32", "bfloat16"):
-        key = (f"matmul {dtype}", None)
-        seconds, quiet, count = summarize(samples[key])
-        peaks[dtype] = jobs[key][2] / seconds / 1e9
-        quiet_text = f"{jobs[key][2] / quiet / 1e9:.0f}" if quiet else "-"
-        print(f"  {dtype:<9} {peaks[dtype]:6.0f} GFLOP/s  (quiet {quiet_text}, n={count})")
-
-    print(f"\nforward, T={seq_length}, compiled tf.function, median of {FLAGS.rounds} rounds:")
-    print(f"  {'config':<19} {'batch':>5} {'seq/s':>7} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7}"
-          f" {'quiet ms':>9} {'n':>3}")
-    for name in FLAGS.configs:
-        peak = peaks["bfloat16" if "bfloat16" in name else "float32"]
-        for batch in batch_sizes:
-            seconds, quiet, count = summarize(samples[(name, batch)])
-            gflops = flops * batch / seconds / 1e9
-            quiet_text = f"{quiet * 1e3:9.1f}" if quiet else f"{'-':>9}"
-            print(f"  {name:<19} {batch:>5} {batch / seconds:7.2f} {seconds * 1e3:8.1f} "
-                  f"{gflops:8.0f} {100 * gflops / peak:6.0f}% {quiet_text} {count:>3}")
+    print_results(jobs, samples, flops, batch_sizes)
 
     if FLAGS.predict_calls:
         seconds = time_predict(float32_model, seq_length, FLAGS.predict_calls)

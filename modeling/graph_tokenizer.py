@@ -15,17 +15,19 @@ The pipeline, on a batch of strings [B]:
     ASCII lower-casing, byte by byte                                (if do_lower_case)
     rows with invalid UTF-8, a character to drop, a non-ASCII space, or a non-ASCII character
     that lower-casing or accent stripping changes:
-        code points -> per-character table -> code points  (+ final sigma, canonical order)
+        code points -> per-character table -> code points (+ final sigma)
+        (rows with bad bytes or characters that give several code points, as Hangul
+        syllables do, take a longer way; canonical reordering only where it can matter)
     rows with a word of more than 200 characters, or a character that tensorflow-text splits
     at and Python does not:
         such words -> one character that is not in the vocab, hence "[UNK]"
     FastWordpieceTokenizer: splits at whitespace, punctuation and CJK ideographs, then greedy
         longest-match-first WordPiece.
 
-Most rows of most text take only the byte and regex steps; the code-point path runs on the
-rows that need it. FastWordpieceTokenizer's own splitting uses ICU's Unicode tables; which code
-points it splits at is measured once per process (one call over all code points), and the
-code points where it and Python disagree are handled before it runs.
+Most rows of most text take only the byte and regex steps. FastWordpieceTokenizer's own
+splitting uses ICU's Unicode tables; where it splits is measured once per process (one call
+over all code points), and the code points where it and Python disagree are dealt with before
+it runs.
 """
 
 import functools
@@ -54,8 +56,8 @@ _OTHER, _CASED, _CASE_IGNORABLE = 0, 1, 2
 # becomes `length` code points: none (it is dropped), chr(cp + base), or, for 2 or 3 (Hangul
 # syllables decompose into jamo), `kept_items[base:base + length]`. `reorders` marks a character
 # that is, or gives, a non-Mn character with a nonzero combining class, which NFD's canonical
-# reordering could move past another one (some Brahmic scripts, musical notation): a batch
-# holding one takes the full mapping, `GraphTokenizer._map_in_canonical_order`.
+# reordering could move past another one (some Brahmic scripts, musical notation). Rows with
+# neither, nor invalid UTF-8, take the cheaper `GraphTokenizer._map_simple`.
 _IDENTITY = 1
 _REORDERS = 4
 _MAX_LENGTH = 3
@@ -245,7 +247,7 @@ class GraphTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200, name=None):
-        """Builds the tokenizer; the first one in a process computes Unicode tables (~3 s).
+        """Builds the tokenizer; the first one in a process measures Unicode (about 2 s).
 
         Args:
             vocab_file: str or os.PathLike, the model's `vocab.txt`, read with
@@ -281,12 +283,33 @@ class GraphTokenizer(tf.Module):
 
         # Rows holding none of these (nor invalid UTF-8) skip the code-point path. ASCII
         # capitals are lower-cased byte by byte; tabs and newlines are whitespace to both
-        # Python and FastWordpieceTokenizer.
-        to_map = {cp for cp in np.flatnonzero(entries != _IDENTITY)
+        # Python and FastWordpieceTokenizer. Surrogates are never valid UTF-8.
+        to_map = {cp for cp in np.flatnonzero(entries != _IDENTITY).tolist()
                   if not (do_lower_case and 0x41 <= cp <= 0x5A) and cp not in _SEPARATORS}
         self._plain_pattern = "(?s)[^" + _regex_ranges(to_map | set(_SURROGATES)) + "]*"
+        if do_lower_case:
+            complex_chars = np.flatnonzero(
+                (np.bitwise_and(entries, 3) > 1) | (np.bitwise_and(entries, _REORDERS) > 0))
+            self._simple_pattern = "(?s)[^" + _regex_ranges(
+                set(complex_chars.tolist()) | set(_SURROGATES)) + "]*"
         self._split_pattern = "([" + _regex_ranges(tables.split) + "])"
+        self._plan_word_fixes(tables, vocab, vocab_file, max_input_chars_per_word)
 
+        self._vocab_tensor = tf.constant(self.vocab)
+        # A word of at most 200 characters has at most 800 bytes; longer words are replaced.
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=self.vocab, suffix_indicator="##",
+            max_bytes_per_word=4 * max_input_chars_per_word, token_out_type=tf.int32,
+            unknown_token="[UNK]", no_pretokenization=False)
+
+    def _plan_word_fixes(self, tables, vocab, vocab_file, max_chars):
+        """Sets the patterns of `_fix_words`, from where FastWordpieceTokenizer splits.
+
+        Raises:
+            RuntimeError: if FastWordpieceTokenizer does not split at ASCII whitespace.
+            ValueError: if a vocab token holds a code point that FastWordpieceTokenizer splits
+                at and Python does not.
+        """
         fast_space, fast_split = _fast_wordpiece_classes()
         cleaned = tables.drop | tables.space
         if not fast_space >= set(_SEPARATORS):
@@ -295,7 +318,7 @@ class GraphTokenizer(tf.Module):
         # character that no vocab token holds, so it is "[UNK]".
         self._foreign = (fast_split - tables.split - cleaned) | (fast_space - cleaned - set(
             _SEPARATORS))
-        in_vocab = {cp for token in self.vocab for cp in map(ord, token)}
+        in_vocab = {cp for token in vocab for cp in map(ord, token)}
         if self._foreign & in_vocab:
             raise ValueError(
                 f"Vocabulary file {vocab_file} holds {sorted(self._foreign & in_vocab)}, code "
@@ -308,20 +331,13 @@ class GraphTokenizer(tf.Module):
             chr(cp) for cp in range(0xFDD0, 0xFDF0)  # Noncharacters.
             if chr(cp) not in vocab and cp not in fast_split | fast_space | tables.split)
         self._word_fix_pattern = (
-            "(?s).*(?:" + _NOT_SEPARATOR + f"{{{max_input_chars_per_word + 1}}}" +
+            "(?s).*(?:" + _NOT_SEPARATOR + f"{{{max_chars + 1}}}" +
             ("|[" + _regex_ranges(self._foreign | missed) + "]" if self._foreign | missed
              else "") + ").*")
-        self._long_word_pattern = _NOT_SEPARATOR + f"{{{max_input_chars_per_word + 1},}}"
+        self._long_word_pattern = _NOT_SEPARATOR + f"{{{max_chars + 1},}}"
         self._foreign_word_pattern = (
             f"{_NOT_SEPARATOR}*[{_regex_ranges(self._foreign)}]{_NOT_SEPARATOR}*"
             if self._foreign else None)
-
-        self._vocab_tensor = tf.constant(self.vocab)
-        # A word of at most 200 characters has at most 800 bytes; longer words are replaced.
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocab, suffix_indicator="##",
-            max_bytes_per_word=4 * max_input_chars_per_word, token_out_type=tf.int32,
-            unknown_token="[UNK]", no_pretokenization=False)
 
     def __call__(self, texts):
         """Same as `tokenize`."""
@@ -375,8 +391,13 @@ class GraphTokenizer(tf.Module):
         """
         if self.do_lower_case:
             texts = tf.strings.lower(texts)  # ASCII only: bytes >= 0x80 are left alone.
-        plain = tf.strings.regex_full_match(texts, self._plain_pattern)
-        return _update_rows(texts, ~plain, self._map_characters)
+        # A negated class matches valid UTF-8 only, so rows with bad bytes are mapped too.
+        to_map = ~tf.strings.regex_full_match(texts, self._plain_pattern)
+        if not self.do_lower_case:
+            return _update_rows(texts, to_map, self._map_simple)
+        simple = tf.strings.regex_full_match(texts, self._simple_pattern)
+        texts = _update_rows(texts, to_map & simple, self._map_simple)
+        return _update_rows(texts, to_map & ~simple, self._map_complex)
 
     def _fix_words(self, texts):
         """Replaces the words FastWordpieceTokenizer would get wrong by `_placeholder`.
@@ -397,11 +418,33 @@ class GraphTokenizer(tf.Module):
                 texts, self._foreign_word_pattern, self._placeholder)
         return texts
 
-    def _map_characters(self, texts):
-        """Cleans each string and, if so, lower-cases it and strips its accents.
+    def _map_simple(self, texts):
+        """Maps rows whose characters each give at most one code point, through the table.
 
-        That is: drop NUL, U+FFFD, control characters and invalid bytes; whitespace -> " ";
-        then `unicodedata.normalize("NFD", text.lower())` without category Mn.
+        That is: drop NUL, U+FFFD and control characters; whitespace -> " "; and, if so, each
+        character -> `unicodedata.normalize("NFD", c.lower())` without category Mn (but for
+        final sigmas).
+
+        Args:
+            texts: tf.string [R], valid UTF-8 with no character marked complex.
+
+        Returns:
+            tf.string [R].
+        """
+        code_points = tf.strings.unicode_decode(texts, "UTF-8")
+        chars = code_points.flat_values
+        entries = self._entries.lookup(chars)
+        values = chars + tf.bitwise.right_shift(entries, 3)
+        if self.do_lower_case:
+            values = tf.where(self._final_sigmas(code_points), _FINAL_SIGMA, values)
+        # U+FFFD marks what is dropped: cleaning has removed every other one.
+        values = tf.where(tf.bitwise.bitwise_and(entries, 3) > 0, values, 0xFFFD)
+        return tf.strings.regex_replace(
+            tf.strings.unicode_encode(code_points.with_flat_values(values), "UTF-8"),
+            r"\x{FFFD}", "")
+
+    def _map_complex(self, texts):
+        """Maps any rows: as `_map_simple`, and bad bytes, several code points, reordering.
 
         Args:
             texts: tf.string [R].
@@ -412,18 +455,16 @@ class GraphTokenizer(tf.Module):
         code_points = tf.strings.unicode_decode(
             texts, "UTF-8", errors="replace", replacement_char=0xFFFD)  # U+FFFD is dropped.
         entries = self._entries.lookup(code_points.flat_values)
-        if not self.do_lower_case:
-            return self._map_each(code_points, entries)
         return tf.cond(
             tf.reduce_any(tf.bitwise.bitwise_and(entries, _REORDERS) > 0),
             lambda: self._map_in_canonical_order(code_points),
-            lambda: self._map_each(code_points, entries))
+            lambda: self._map_expanding(code_points, entries))
 
-    def _map_each(self, code_points, entries):
-        """Maps each character through the table, on its own (but for final sigmas).
+    def _map_expanding(self, code_points, entries):
+        """Maps each character to up to `_MAX_LENGTH` code points through the table.
 
         Args:
-            code_points: tf.RaggedTensor int32 [R, (N)].
+            code_points: tf.RaggedTensor int32 [R, (N)], no character marked `_REORDERS`.
             entries: int32 [N], the table entries of `code_points.flat_values`.
 
         Returns:
@@ -432,18 +473,14 @@ class GraphTokenizer(tf.Module):
         chars = code_points.flat_values
         lengths = tf.bitwise.bitwise_and(entries, 3)
         base = tf.bitwise.right_shift(entries, 3)
-        values = chars + base
-        if self.do_lower_case:
-            values = tf.where(self._final_sigmas(code_points), _FINAL_SIGMA, values)
-            # Characters that give several code points; `more` is unused elsewhere.
-            last = tf.size(self._kept_items) - 1
-            more = [tf.gather(self._kept_items, tf.clip_by_value(base + i, 0, last))
-                    for i in range(_MAX_LENGTH)]
-            values = tf.where(lengths > 1, more[0], values)
-            values = tf.boolean_mask(tf.stack([values] + more[1:], axis=1),
-                                     tf.sequence_mask(lengths, _MAX_LENGTH))
-        else:
-            values = tf.boolean_mask(values, lengths > 0)
+        values = tf.where(self._final_sigmas(code_points), _FINAL_SIGMA, chars + base)
+        # The code points of characters that give several; garbage elsewhere, and unused.
+        last = tf.size(self._kept_items) - 1
+        more = [tf.gather(self._kept_items, tf.clip_by_value(base + i, 0, last))
+                for i in range(_MAX_LENGTH)]
+        values = tf.where(lengths > 1, more[0], values)
+        values = tf.boolean_mask(tf.stack([values] + more[1:], axis=1),
+                                 tf.sequence_mask(lengths, _MAX_LENGTH))  # [M]
         ends = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], axis=0)
         mapped = tf.RaggedTensor.from_row_splits(values, tf.gather(ends, code_points.row_splits))
         return tf.strings.unicode_encode(mapped, "UTF-8")

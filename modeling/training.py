@@ -21,12 +21,18 @@ EVAL_KEYS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss")
 
 
-def _replica_losses(outputs, batch):
-    """This replica's share of the global losses, and its metric counts."""
+def _global_counts(batch):
+    """Σ masked-LM weights and the number of examples over all replicas (a sync point, so it
+    stays outside any nested, possibly XLA-compiled, function)."""
     context = tf.distribute.get_replica_context()
     weights = batch["masked_lm_weights"]
-    global_weight = context.all_reduce(SUM, tf.reduce_sum(weights))
-    global_batch = context.all_reduce(SUM, tf.cast(tf.shape(weights)[0], tf.float32))
+    return (context.all_reduce(SUM, tf.reduce_sum(weights)),
+            context.all_reduce(SUM, tf.cast(tf.shape(weights)[0], tf.float32)))
+
+
+def _replica_losses(outputs, batch, global_weight, global_batch):
+    """This replica's share of the global losses, and its metric counts."""
+    weights = batch["masked_lm_weights"]
     mlm_loss = (tf.reduce_sum(weights * outputs["masked_lm_example_loss"])
                 / (global_weight + MASKED_LM_LOSS_EPSILON))
     nsp_loss = tf.reduce_sum(outputs["next_sentence_example_loss"]) / global_batch
@@ -49,14 +55,20 @@ class Pretrainer:
     """Owns the model, optimizer, checkpoints and compiled loops of one pre-training run."""
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
-                 use_xla=False):
+                 use_xla=False, seed=12345):
         self.strategy = strategy
+        keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
             self.model = BertPretrainer(config)
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps)
             self.optimizer.build(self.model.trainable_variables)
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        # The dropout generators' states are saved too, so that a resumed run draws the masks
+        # an uninterrupted one would have drawn.
+        dropout_seeds = [layer.seed_generator.state for layer in self.model._flatten_layers()
+                         if getattr(layer, "seed_generator", None) is not None]
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                              dropout_seeds=dropout_seeds)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
 
     @property
@@ -74,11 +86,12 @@ class Pretrainer:
             tf.train.Checkpoint(model=self.model).read(path).expect_partial()
             logging.info("Initialized the model from %s", path)
 
-    def _forward_backward_fn(self, batch):
+    def _forward_backward_fn(self, batch, global_weight, global_batch):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch)
+            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch, global_weight,
+                                                         global_batch)
             loss = mlm_loss + nsp_loss
         gradients = tape.gradient(loss, variables)
         # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
@@ -86,7 +99,7 @@ class Pretrainer:
         return gradients, dict(counts, loss=loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss)
 
     def _train_step(self, batch):
-        gradients, metrics = self._forward_backward(batch)
+        gradients, metrics = self._forward_backward(batch, *_global_counts(batch))
         context = tf.distribute.get_replica_context()
         gradients = context.all_reduce(SUM, gradients)
         clipped, _ = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
@@ -107,7 +120,8 @@ class Pretrainer:
     def _eval_step(self, batch):
         def step(batch):
             outputs = self.model(batch, training=False)
-            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch)
+            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch,
+                                                         *_global_counts(batch))
             return dict(counts, loss=mlm_loss + nsp_loss)
         per_replica = self.strategy.run(step, args=(batch,))
         return {key: self.strategy.reduce(SUM, value, axis=None)
@@ -133,7 +147,8 @@ class Pretrainer:
         step = self.global_step
         if step >= num_train_steps:
             return step
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset_fn(step)))
+        iterator = iter(self.strategy.experimental_distribute_dataset(
+            _shard_by_data(dataset_fn(step))))
         writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief \
             else tf.summary.create_noop_writer()
         while step < num_train_steps:
@@ -167,7 +182,7 @@ class Pretrainer:
     def evaluate(self, dataset, max_eval_steps):
         """The original's eval metrics over at most `max_eval_steps` batches, in order."""
         totals, batches = {}, 0
-        for batch in self.strategy.experimental_distribute_dataset(dataset):
+        for batch in self.strategy.experimental_distribute_dataset(_shard_by_data(dataset)):
             if batches >= max_eval_steps:
                 break
             for key, value in self._eval_step(batch).items():
@@ -195,6 +210,15 @@ class Pretrainer:
             slots[f"{name}/adam_v"] = v
         checkpoint.save_original(self.model, path, global_step=self.global_step,
                                  extra_tensors=slots)
+
+
+def _shard_by_data(dataset):
+    """Each global batch is split across all replicas of all workers, so a step on N workers
+    sees the examples one device would. (Sharding by file would give each worker other
+    records, and fails outright with fewer files than workers.)"""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
 
 
 def write_eval_results(results, path):

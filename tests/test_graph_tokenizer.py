@@ -131,13 +131,17 @@ def test_packing_matches_the_original_classifier_features():
     ("uncased_vocab.txt", True), ("cased_vocab.txt", False), ("chinese_vocab.txt", True)])
 def test_special_texts_match_full_tokenizer(vocab_name, do_lower_case):
     graph, python = _tokenizers(vocab_name, do_lower_case)
+    function = tf.function(graph.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
 
     ids = graph.tokenize(SPECIAL_TEXTS).to_list()
+    # One at a time too: which mapping a row takes depends on the other rows of its batch.
+    ids_alone = [function([text]).to_list()[0] for text in SPECIAL_TEXTS]
     words = graph.basic_tokenize(SPECIAL_TEXTS).to_list()
 
-    for text, got_ids, got_words in zip(SPECIAL_TEXTS, ids, words):
+    for text, got_ids, got_alone, got_words in zip(SPECIAL_TEXTS, ids, ids_alone, words):
         assert [w.decode("utf-8") for w in got_words] == python.basic_tokenizer.tokenize(text), text
         assert got_ids == _python_ids(python, [text])[0], text
+        assert got_alone == got_ids, text
 
 
 def test_final_sigma_and_canonical_order_are_pythons():

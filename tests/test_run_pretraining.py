@@ -1,0 +1,176 @@
+"""run_pretraining.py end to end, on one device, two logical CPUs and two worker processes."""
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT
+from modeling import BertConfig, BertPretrainer, checkpoint
+from scripts import run_script, script_command, script_env
+
+SEQ, PREDICTIONS = 32, 5
+
+
+def write_config(path, dropout, hidden=16):
+    path.write_text(json.dumps({
+        "vocab_size": 30522, "hidden_size": hidden, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64,
+        "type_vocab_size": 2, "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    from conftest import REFS
+    if not REFS.exists():
+        pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
+    path = tmp_path_factory.mktemp("data") / "sample.tfrecord"
+    run_script("create_pretraining_data.py", f"--input_file={ROOT / 'sample_data/sample_text.txt'}",
+               f"--output_file={path}", f"--vocab_file={REFS / 'vocab/uncased_vocab.txt'}",
+               f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
+               "--dupe_factor=20")
+    return path
+
+
+def flags(records, config, output_dir, *extra, steps=8):
+    return [f"--input_file={records}", f"--bert_config_file={config}",
+            f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDICTIONS}", "--train_batch_size=8",
+            f"--num_train_steps={steps}", "--num_warmup_steps=2", "--learning_rate=1e-3",
+            "--do_train=True", *extra]
+
+
+def exported(output_dir):
+    reader = tf.train.load_checkpoint(str(output_dir / "export/bert_model.ckpt"))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def assert_same_weights(first, second, atol):
+    assert first.keys() == second.keys()
+    for name in first:
+        np.testing.assert_allclose(first[name], second[name], atol=atol, rtol=0, err_msg=name)
+
+
+def logged_losses(stderr):
+    return [float(x) for x in re.findall(r"masked_lm_loss ([0-9.]+)", stderr)]
+
+
+def test_end_to_end_loss_falls_and_eval_has_every_key(records, tmp_path):
+    config = write_config(tmp_path / "config.json", dropout=0.1)
+    process = run_script("run_pretraining.py", *flags(
+        records, config, tmp_path / "out", "--do_eval=True", "--iterations_per_loop=4",
+        "--save_checkpoints_steps=8", "--eval_batch_size=4", "--max_eval_steps=5", steps=24))
+    losses = logged_losses(process.stderr)
+    assert len(losses) == 6 and losses[-1] < losses[0] - 0.5, losses
+    lines = (tmp_path / "out/eval_results.txt").read_text().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == [
+        "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+        "next_sentence_accuracy", "next_sentence_loss"]
+    assert lines[0] == "global_step = 24"
+    assert sorted(p.name for p in (tmp_path / "out").glob("ckpt-*.index")) == [
+        "ckpt-16.index", "ckpt-24.index", "ckpt-8.index"]
+    model = BertPretrainer(BertConfig.from_json_file(config))
+    result = checkpoint.load_original(model, str(tmp_path / "out/export/bert_model.ckpt"))
+    assert result.unused == [] and len(result.skipped) == 1 + 2 * len(result.loaded)
+    assert list((tmp_path / "out/train").iterdir())  # TensorBoard events
+
+
+def test_killed_run_resumes_to_the_same_weights(records, tmp_path):
+    config = write_config(tmp_path / "config.json", dropout=0.1, hidden=64)
+    common = ["--iterations_per_loop=1", "--save_checkpoints_steps=20"]
+    run_script("run_pretraining.py", *flags(records, config, tmp_path / "whole", *common,
+                                            steps=120))
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(script_command("run_pretraining.py", *flags(
+        records, config, killed, *common, steps=120)), env=script_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    state = killed / "checkpoint"  # written after the checkpoint's files are complete
+    while not (state.exists() and "ckpt-" in state.read_text()) and time.time() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "export").exists(), "the run finished before it could be killed"
+    resumed = run_script("run_pretraining.py", *flags(records, config, killed, *common,
+                                                      steps=120))
+    assert re.search(r"Resumed from .*ckpt-\d+ at step \d+", resumed.stderr)
+    assert_same_weights(exported(tmp_path / "whole"), exported(killed), atol=1e-6)
+
+
+def test_mirrored_on_two_logical_cpus_equals_one_device(records, tmp_path):
+    config = write_config(tmp_path / "config.json", dropout=0.0)
+    run_script("run_pretraining.py", *flags(records, config, tmp_path / "one"))
+    two_cpus = ("import sys, runpy, tensorflow as tf\n"
+                "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+                "tf.config.set_logical_device_configuration(\n"
+                "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+                "sys.argv = sys.argv[1:]\n"
+                "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    process = subprocess.run(
+        [sys.executable, "-c", two_cpus, str(ROOT / "run_pretraining.py"),
+         *flags(records, config, tmp_path / "two", "--distribution_strategy=mirrored")],
+        capture_output=True, text=True, env=script_env(), timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "num_replicas_in_sync = 2" in process.stderr or "2 replicas" in process.stderr or \
+        "MirroredStrategy with devices" in process.stderr
+    assert_same_weights(exported(tmp_path / "one"), exported(tmp_path / "two"), atol=1e-5)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_two_workers_on_localhost_equal_one_device(records, tmp_path):
+    config = write_config(tmp_path / "config.json", dropout=0.0)
+    run_script("run_pretraining.py", *flags(records, config, tmp_path / "one"))
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = [subprocess.Popen(
+        script_command("run_pretraining.py", *flags(
+            records, config, tmp_path / "multi", "--distribution_strategy=multi_worker_mirrored")),
+        env=script_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                             "task": {"type": "worker", "index": index}})),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for index in range(2)]
+    for worker in workers:
+        _, stderr = worker.communicate(timeout=600)
+        assert worker.returncode == 0, stderr[-3000:]
+    assert_same_weights(exported(tmp_path / "one"), exported(tmp_path / "multi"), atol=1e-5)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f: [x for x in f if not x.startswith("--input_file")] + ["--input_file=/none/*.rec"],
+     "pattern '/none/\\*.rec' matches no file"),
+    (lambda f: f + ["--max_seq_length=48"], r"input_ids has 32 values but --max_seq_length says 48"),
+    (lambda f: f + ["--max_predictions_per_seq=7"],
+     r"masked_lm_positions has 5 values but --max_predictions_per_seq says 7"),
+])
+def test_bad_input_is_a_one_line_error(records, tmp_path, change, message):
+    config = write_config(tmp_path / "config.json", dropout=0.0)
+    process = run_script("run_pretraining.py", *change(flags(records, config, tmp_path / "o")),
+                         check=False)
+    assert process.returncode == 2
+    assert re.search(message, process.stderr.strip().splitlines()[-1])
+
+
+def test_vocab_size_that_disagrees_with_the_ids_names_the_value(records, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"vocab_size": 1000, "hidden_size": 16, "num_hidden_layers": 1,
+                                  "num_attention_heads": 2, "intermediate_size": 24}))
+    process = run_script("run_pretraining.py", *flags(records, config, tmp_path / "o"),
+                         check=False)
+    assert process.returncode == 2
+    last = process.stderr.strip().splitlines()[-1]
+    assert str(records) in last and "vocab_size is 1000" in last
