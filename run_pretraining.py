@@ -50,6 +50,10 @@ flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with 
 flags.DEFINE_enum("precision", "float32", ["float32", "mixed_bfloat16"],
                   "Compute dtype; variables stay float32.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's "
+                  "AdamWeightDecay; lamb: LAMB, for large batches.")
+flags.DEFINE_integer("num_accumulation_steps", 1, "Split each replica's batch into this many "
+                     "micro-batches and sum their gradients: the same update in less memory.")
 flags.DEFINE_integer("seed", 12345, "Seed of the initial weights, dropout and data shuffling.")
 for _name in ("bert_config_file", "input_file", "output_dir"):
     flags.mark_flag_as_required(_name)
@@ -78,14 +82,18 @@ def main(_):
     if FLAGS.use_tpu and replicas != FLAGS.num_tpu_cores:
         logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
                         FLAGS.num_tpu_cores, replicas, replicas)
-    if FLAGS.train_batch_size % replicas:
-        raise ValueError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by the "
-                         f"{replicas} replicas")
+    if FLAGS.num_accumulation_steps < 1:
+        raise ValueError(f"--num_accumulation_steps must be positive, "
+                         f"got {FLAGS.num_accumulation_steps}")
+    if FLAGS.train_batch_size % (replicas * FLAGS.num_accumulation_steps):
+        raise ValueError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by "
+                         f"{replicas} replicas x --num_accumulation_steps="
+                         f"{FLAGS.num_accumulation_steps}")
     training.set_precision(FLAGS.precision)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     pretrainer = training.Pretrainer(strategy, config, FLAGS.learning_rate,
                                      FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.use_xla,
-                                     FLAGS.seed)
+                                     FLAGS.seed, FLAGS.optimizer, FLAGS.num_accumulation_steps)
     if FLAGS.init_checkpoint:
         pretrainer.init_from(FLAGS.init_checkpoint)
     chief = distribution.is_chief(strategy)

@@ -112,9 +112,52 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return config
 
 
-def create_optimizer(init_lr, num_train_steps, num_warmup_steps):
-    """The original `create_optimizer`'s optimizer and schedule (clip with `clip_gradients`)."""
-    return AdamWeightDecay(WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps))
+@keras.saving.register_keras_serializable(package="bert")
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al., 2019), for large batches: Adam with bias correction, weight decay,
+    and each variable's step scaled by the trust ratio ‖w‖ / ‖update‖.
+
+    Variables excluded from weight decay (LayerNorm, biases) also skip the trust ratio.
+    """
+
+    def __init__(self, learning_rate, name="lamb", **kwargs):
+        super().__init__(learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self.adam_m[index], self.adam_v[index]
+        gradient = tf.convert_to_tensor(gradient)
+        learning_rate = tf.cast(learning_rate, variable.dtype)
+        step = tf.cast(self.iterations + 1, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
+        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self.decays[index]:
+            update += self.weight_decay_rate * variable
+            weight_norm, update_norm = tf.norm(variable), tf.norm(update)
+            ratio = tf.where(weight_norm > 0.0,
+                             tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
+            update *= ratio
+        self.assign(variable, variable - learning_rate * update)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
+    """The original `create_optimizer`'s optimizer and schedule (clip with `clip_gradients`).
+
+    Args:
+      optimizer: "adamw", the original's AdamWeightDecay, or "lamb".
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    return OPTIMIZERS[optimizer](schedule)
 
 
 def clip_gradients(gradients):

@@ -17,6 +17,8 @@ from modeling import checkpoint, distribution, optimization
 from modeling.heads import MASKED_LM_LOSS_EPSILON, BertPretrainer
 
 SUM = tf.distribute.ReduceOp.SUM
+STEP_METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
+                "nsp_correct", "nsp_loss_sum", "examples")
 EVAL_KEYS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss")
 
@@ -55,13 +57,14 @@ class Pretrainer:
     """Owns the model, optimizer, checkpoints and compiled loops of one pre-training run."""
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
-                 use_xla=False, seed=12345):
+                 use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1):
         self.strategy = strategy
+        self.num_accumulation_steps = num_accumulation_steps
         keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
             self.model = BertPretrainer(config)
             self.optimizer = optimization.create_optimizer(
-                learning_rate, num_train_steps, num_warmup_steps)
+                learning_rate, num_train_steps, num_warmup_steps, optimizer)
             self.optimizer.build(self.model.trainable_variables)
         # The dropout generators' states are saved too, so that a resumed run draws the masks
         # an uninterrupted one would have drawn.
@@ -99,17 +102,35 @@ class Pretrainer:
         return gradients, dict(counts, loss=loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss)
 
     def _train_step(self, batch):
-        gradients, metrics = self._forward_backward(batch, *_global_counts(batch))
+        counts = _global_counts(batch)
+        if self.num_accumulation_steps == 1:
+            gradients, metrics = self._forward_backward(batch, *counts)
+        else:
+            gradients, metrics = self._accumulate(batch, counts)
         context = tf.distribute.get_replica_context()
         gradients = context.all_reduce(SUM, gradients)
         clipped, _ = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
         self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
         return metrics
 
+    def _accumulate(self, batch, counts):
+        """Sums the gradients of consecutive micro-batches, one at a time so that only one
+        micro-batch's activations are alive. The losses are already normalized by the counts
+        of the whole batch, so the sum is the whole batch's gradient."""
+        size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
+        gradients = [tf.zeros_like(v) for v in self.model.trainable_variables]
+        metrics = {key: tf.constant(0.0) for key in STEP_METRICS}
+        for index in tf.range(self.num_accumulation_steps):
+            micro_batch = {name: value[index * size:(index + 1) * size]
+                           for name, value in batch.items()}
+            micro_gradients, micro_metrics = self._forward_backward(micro_batch, *counts)
+            gradients = [total + g for total, g in zip(gradients, micro_gradients)]
+            metrics = {key: metrics[key] + micro_metrics[key] for key in STEP_METRICS}
+        return gradients, metrics
+
     @tf.function
     def _train_loop(self, iterator, steps):
-        totals = {key: 0.0 for key in ("loss", "mlm_loss", "nsp_loss", "mlm_correct",
-                                       "mlm_weight", "nsp_correct", "examples")}
+        totals = {key: 0.0 for key in STEP_METRICS}
         for _ in tf.range(steps):
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
             totals = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)

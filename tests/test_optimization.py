@@ -113,3 +113,20 @@ def test_five_steps_give_the_recorded_adam_slots(five_steps):
             np.testing.assert_allclose(np.max(np.abs(wide)), slots[f"{key}__maxabs"], rtol=1e-4)
             np.testing.assert_allclose(np.sum(wide), slots[f"{key}__sum"],
                                        atol=tolerance[slot] * 10, rtol=0)
+
+
+def test_lamb_scales_each_step_by_the_trust_ratio():
+    weight = tf.Variable([[3.0, 4.0]])  # norm 5
+    bias = tf.Variable([1.0, -1.0])
+    weight.path, bias.path = "w/kernel", "w/bias"  # what Keras variables carry
+    optimizer = optimization.Lamb(learning_rate=0.1)
+    optimizer.build([weight, bias])
+    gradient = np.array([[0.3, -0.1]], np.float32)
+    optimizer.apply_gradients([(tf.constant(gradient), weight),
+                               (tf.constant([0.2, 0.2]), bias)])
+    # Bias-corrected first step: m̂ = g, v̂ = g², so the Adam update is sign(g) (ε aside).
+    update = gradient / (np.abs(gradient) + 1e-6) + 0.01 * np.array([[3.0, 4.0]])
+    ratio = 5.0 / np.linalg.norm(update)
+    np.testing.assert_allclose(weight.numpy(), [[3.0, 4.0]] - 0.1 * ratio * update, rtol=1e-5)
+    # Excluded from decay: no decay and no trust ratio, a plain bias-corrected Adam step.
+    np.testing.assert_allclose(bias.numpy(), [1.0 - 0.1, -1.0 - 0.1], rtol=1e-5)

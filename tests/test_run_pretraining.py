@@ -124,6 +124,15 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(records, tmp_path):
     assert_same_weights(exported(tmp_path / "one"), exported(tmp_path / "two"), atol=1e-5)
 
 
+def test_gradient_accumulation_equals_the_whole_batch(records, tmp_path):
+    config = write_config(tmp_path / "config.json", dropout=0.0)
+    run_script("run_pretraining.py", *flags(records, config, tmp_path / "whole"))
+    run_script("run_pretraining.py", *flags(records, config, tmp_path / "accumulated",
+                                            "--num_accumulation_steps=4"))
+    assert_same_weights(exported(tmp_path / "whole"), exported(tmp_path / "accumulated"),
+                        atol=1e-5)
+
+
 def _free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
