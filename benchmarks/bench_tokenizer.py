@@ -12,6 +12,12 @@ FullTokenizer, cache empty. tensorflow-text's FastBertTokenizer, which is
 not exact, is timed for reference, and so is the FastWordpieceTokenizer that GraphTokenizer
 ends with, alone on the raw lines: the floor of GraphTokenizer's time. Each tokenizer's
 mismatching lines against FullTokenizer are counted.
+
+The stress corpora append one word to each of the first --stress_lines synthetic lines, so that
+every line takes one of GraphTokenizer's slower ways: an accented word (the per-character
+table), Hangul (characters that give several code points) or Greek capitals ending in a final
+sigma. "cpu ms/MB" is the process CPU time per MB (all threads), steadier than the wall-clock
+figures when the machine is shared.
 """
 import argparse
 import os
@@ -49,14 +55,15 @@ def read_lines(path):
 
 
 def timed(run, repeats):
-    """Runs `run` once to warm up, then `repeats` times; returns the median seconds."""
+    """Runs `run` once to warm up, then `repeats` times; returns median (wall, CPU) seconds."""
     run()
-    seconds = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         run()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def python_ids(tokenizer, lines):
@@ -73,6 +80,8 @@ def main():
     parser.add_argument("--megabytes", type=float, default=4)
     parser.add_argument("--batch_sizes", default="256,1024")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stress_lines", type=int, default=8192,
+                        help="lines of each stress corpus; 0 for none")
     parser.add_argument("--work_dir", default="/tmp/bench_tokenizer")
     parser.add_argument("--vocab", default=str(SHARED / "refs/vocab/uncased_vocab.txt"))
     parser.add_argument("--do_lower_case", default=True,
@@ -81,10 +90,14 @@ def main():
 
     work_dir = pathlib.Path(args.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    synthetic = read_lines(make_corpus(args.megabytes, args.vocab, work_dir))
     corpora = {
-        f"synthetic {args.megabytes:g} MB": make_corpus(args.megabytes, args.vocab, work_dir),
-        "refs tokenization": SHARED / "refs/tokenization/corpus.txt",
+        f"synthetic {args.megabytes:g} MB": synthetic,
+        "refs tokenization": read_lines(SHARED / "refs/tokenization/corpus.txt"),
     }
+    for word in ("Ünïcödé", "한국어", "ΟΔΟΣ") if args.stress_lines else ():
+        corpora[f"stress: + {word}"] = [
+            f"{line} {word}" for line in synthetic[:args.stress_lines]]
     python = tokenization.FullTokenizer(args.vocab, args.do_lower_case)
     start = time.perf_counter()
     graph = GraphTokenizer(args.vocab, args.do_lower_case)
@@ -105,19 +118,17 @@ def main():
           f"{build_seconds:.1f} s; median of {args.repeats} passes; "
           f"{os.cpu_count()} CPU cores")
     header = (f"{'corpus':22s} {'tokenizer':26s} {'lines/s':>9s} {'MB/s':>7s} "
-              f"{'x python':>9s} {'mismatching lines':>18s}")
+              f"{'x python':>9s} {'cpu ms/MB':>10s} {'mismatching lines':>18s}")
     print(header)
     print("-" * len(header))
-    for name, path in corpora.items():
-        lines = read_lines(path)
+    for name, lines in corpora.items():
         megabytes = sum(len(line.encode("utf-8")) for line in lines) / 1e6
         # A new tokenizer's first pass fills its word cache; later passes are warm.
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         expected = python_ids(tokenization.FullTokenizer(args.vocab, args.do_lower_case), lines)
-        first_seconds = time.perf_counter() - start
+        first = (time.perf_counter() - start, time.process_time() - start_cpu)
         python_seconds = timed(lambda: python_ids(python, lines), args.repeats)
-        rows = [("python, first pass", first_seconds, 0),
-                ("python FullTokenizer", python_seconds, 0)]
+        rows = [("python, first pass", first, 0), ("python FullTokenizer", python_seconds, 0)]
         for batch_size in batch_sizes:
             batches = [tf.constant(lines[i:i + batch_size])
                        for i in range(0, len(lines), batch_size)]
@@ -126,10 +137,10 @@ def main():
                 seconds = timed(lambda: run_batches(function, batches), args.repeats)
                 ids = [row for out in run_batches(function, batches) for row in out.to_list()]
                 rows.append((label, seconds, sum(a != b for a, b in zip(ids, expected))))
-        for label, seconds, mismatches in rows:
+        for label, (seconds, cpu_seconds), mismatches in rows:
             print(f"{name:22s} {label:26s} {len(lines) / seconds:9.0f} "
-                  f"{megabytes / seconds:7.2f} {python_seconds / seconds:9.1f} "
-                  f"{mismatches:18d}")
+                  f"{megabytes / seconds:7.2f} {python_seconds[0] / seconds:9.1f} "
+                  f"{1000 * cpu_seconds / megabytes:10.1f} {mismatches:18d}")
         print(f"{'':22s} ({len(lines)} lines, {megabytes:.2f} MB)")
 
 
