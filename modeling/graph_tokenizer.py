@@ -44,6 +44,7 @@ _SURROGATES = range(0xD800, 0xE000)
 _BLOCK = 256  # Code points per block of a two-level table.
 _CAPITAL_SIGMA = 0x3A3
 _FINAL_SIGMA = 0x3C2
+_SIGMA_WINDOW = 8  # Characters looked at on each side of a sigma before looking further.
 
 # Python's `str.split()` splits a cleaned text at these; all others were dropped or made " ".
 _SEPARATORS = (0x09, 0x0A, 0x0D, 0x20)
@@ -426,7 +427,8 @@ class GraphTokenizer(tf.Module):
         final sigmas).
 
         Args:
-            texts: tf.string [R], valid UTF-8 with no character marked complex.
+            texts: tf.string [R], no character that gives several code points or reorders;
+                invalid UTF-8 only if not do_lower_case (bad bytes decode to U+FFFD, dropped).
 
         Returns:
             tf.string [R].
@@ -517,7 +519,9 @@ class GraphTokenizer(tf.Module):
         """Marks the capital sigmas that Python's `str.lower` turns into final "ς".
 
         Those are where, within its string and skipping case-ignorable characters, a cased
-        character precedes the sigma and none follows it.
+        character precedes the sigma and none follows it. The look-around is tried within
+        `_SIGMA_WINDOW` characters first; only if that does not decide every sigma is it done
+        over whole strings.
 
         Args:
             code_points: tf.RaggedTensor int32 [R, (N)].
@@ -529,28 +533,80 @@ class GraphTokenizer(tf.Module):
         is_sigma = tf.equal(chars, _CAPITAL_SIGMA)
 
         def final_sigmas():
-            char_rows = code_points.value_rowids()
-            context = self._contexts.lookup(chars)
-            # Positions that are not case-ignorable, in order; a sigma is one of them.
-            anchors = tf.where(context != _CASE_IGNORABLE)[:, 0]  # [A]
-            anchor_rows = tf.gather(char_rows, anchors)
-            anchor_cased = tf.equal(tf.gather(context, anchors), _CASED)
-            num_anchors = tf.size(anchors, out_type=tf.int64)
-            sigmas = tf.where(tf.gather(is_sigma, anchors))[:, 0]  # indices into anchors
-            sigma_rows = tf.gather(anchor_rows, sigmas)
-
-            def neighbour_cased(step):
-                index = sigmas + step
-                inside = (index >= 0) & (index < num_anchors)
-                index = tf.clip_by_value(index, 0, num_anchors - 1)
-                same_row = tf.equal(tf.gather(anchor_rows, index), sigma_rows)
-                return inside & same_row & tf.gather(anchor_cased, index)
-
-            final = neighbour_cased(-1) & ~neighbour_cased(1)  # [sigmas]
-            return tf.scatter_nd(tf.gather(anchors, sigmas)[:, tf.newaxis], final,
-                                 tf.shape(chars, out_type=tf.int64))
+            sigmas = tf.where(is_sigma)[:, 0]  # [S]
+            rows = tf.searchsorted(code_points.row_splits, sigmas, side="right") - 1
+            decided, final = self._final_sigmas_nearby(
+                chars, sigmas, tf.gather(code_points.row_splits, rows),
+                tf.gather(code_points.row_splits, rows + 1))
+            return tf.cond(
+                tf.reduce_all(decided),
+                lambda: tf.scatter_nd(sigmas[:, tf.newaxis], final,
+                                      tf.shape(chars, out_type=tf.int64)),
+                lambda: self._final_sigmas_everywhere(code_points, is_sigma))
 
         return tf.cond(tf.reduce_any(is_sigma), final_sigmas, lambda: tf.zeros_like(is_sigma))
+
+    def _final_sigmas_nearby(self, chars, sigmas, starts, limits):
+        """The final-sigma rule, looking at most `_SIGMA_WINDOW` characters each way.
+
+        Args:
+            chars: int32 [N].
+            sigmas: int64 [S], the positions of capital sigmas in `chars`.
+            starts, limits: int64 [S], the bounds of each sigma's string in `chars`.
+
+        Returns:
+            (decided, final), bool [S]: whether the window held a character that is not
+            case-ignorable (or the string's end) on both sides, and the rule's answer.
+        """
+        steps = tf.range(1, _SIGMA_WINDOW + 1, dtype=tf.int64)
+
+        def nearest(positions, inside):  # [S, window] each
+            context = self._contexts.lookup(tf.gather(
+                chars, tf.clip_by_value(positions, 0, tf.size(chars, out_type=tf.int64) - 1)))
+            context = tf.where(inside, context, _OTHER)  # a string's end counts as uncased
+            stops = tf.not_equal(context, _CASE_IGNORABLE)
+            first = tf.argmax(tf.cast(stops, tf.int32), axis=1, output_type=tf.int32)
+            cased = tf.equal(tf.gather(context, first[:, tf.newaxis], batch_dims=1)[:, 0],
+                             _CASED)
+            return tf.reduce_any(stops, axis=1), cased
+
+        before = sigmas[:, tf.newaxis] - steps
+        after = sigmas[:, tf.newaxis] + steps
+        decided_before, cased_before = nearest(before, before >= starts[:, tf.newaxis])
+        decided_after, cased_after = nearest(after, after < limits[:, tf.newaxis])
+        return decided_before & decided_after, cased_before & ~cased_after
+
+    def _final_sigmas_everywhere(self, code_points, is_sigma):
+        """`_final_sigmas` over whole strings, however many case-ignorable characters there are.
+
+        Args:
+            code_points: tf.RaggedTensor int32 [R, (N)].
+            is_sigma: bool [N].
+
+        Returns:
+            bool [N].
+        """
+        chars = code_points.flat_values
+        char_rows = code_points.value_rowids()
+        context = self._contexts.lookup(chars)
+        # Positions that are not case-ignorable, in order; a sigma is one of them.
+        anchors = tf.where(context != _CASE_IGNORABLE)[:, 0]  # [A]
+        anchor_rows = tf.gather(char_rows, anchors)
+        anchor_cased = tf.equal(tf.gather(context, anchors), _CASED)
+        num_anchors = tf.size(anchors, out_type=tf.int64)
+        sigmas = tf.where(tf.gather(is_sigma, anchors))[:, 0]  # indices into anchors
+        sigma_rows = tf.gather(anchor_rows, sigmas)
+
+        def neighbour_cased(step):
+            index = sigmas + step
+            inside = (index >= 0) & (index < num_anchors)
+            index = tf.clip_by_value(index, 0, num_anchors - 1)
+            same_row = tf.equal(tf.gather(anchor_rows, index), sigma_rows)
+            return inside & same_row & tf.gather(anchor_cased, index)
+
+        final = neighbour_cased(-1) & ~neighbour_cased(1)  # [sigmas]
+        return tf.scatter_nd(tf.gather(anchors, sigmas)[:, tf.newaxis], final,
+                             tf.shape(chars, out_type=tf.int64))
 
 
 def _canonical_order(values, keep, ccc, rows):

@@ -1,6 +1,8 @@
 """Reads `create_pretraining_data.py` records for training and evaluation."""
 import tensorflow as tf
 
+from modeling import pretraining_pipeline
+
 SHUFFLE_BUFFER = 100  # records, as the original
 
 
@@ -18,16 +20,8 @@ def feature_spec(max_seq_length, max_predictions_per_seq):
 
 
 def expand_files(input_file):
-    """Comma-separated files or globs -> sorted paths; a pattern without files is an error."""
-    paths = []
-    for pattern in filter(None, (p.strip() for p in input_file.split(","))):
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise ValueError(f"--input_file pattern {pattern!r} matches no file")
-        paths.extend(matches)
-    if not paths:
-        raise ValueError(f"--input_file {input_file!r} names no file")
-    return paths
+    """Comma-separated files or globs -> sorted paths, local or remote (gs://...)."""
+    return pretraining_pipeline.expand_input_patterns(input_file, tf.io.gfile.glob)
 
 
 def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, records=64):

@@ -24,15 +24,19 @@ import time
 from modeling import pretraining_data, tfrecord, tokenization
 
 
-def expand_input_patterns(input_file):
+def expand_input_patterns(input_file, glob_fn=glob.glob):
     """Comma-separated files or globs -> paths; each pattern's matches sorted.
+
+    Args:
+      input_file: the `--input_file` flag's value.
+      glob_fn: the glob to use; `tf.io.gfile.glob` reaches remote file systems too.
 
     Raises:
       ValueError: a pattern matches no file.
     """
     paths = []
     for pattern in filter(None, (p.strip() for p in input_file.split(","))):
-        matches = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
+        matches = sorted(path for path in glob_fn(pattern) if not os.path.isdir(path))
         if not matches:
             raise ValueError(f"--input_file pattern {pattern!r} matches no file")
         paths.extend(matches)
