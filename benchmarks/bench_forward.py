@@ -7,17 +7,18 @@ contrast.
 
 Configurations: float32 and mixed bfloat16 (`mixed_bfloat16` set before the model is built), each
 with and without XLA (`jit_compile=True`), and `bfloat16`: the same weights stored in bfloat16,
-which computes the same numbers as mixed bfloat16 without casting every weight at every call.
+which gives mixed bfloat16's outputs (bit for bit here; trained LayerNorm scales would be rounded
+too) without casting every weight at every call.
 
 The machine this was written for is shared and noisy. Every round times each job once (small
 batches: repeated for about `--round_seconds`, then their median) in a rotating order, and the
 tables give medians over the rounds. Each sample also records how much CPU other processes used
-meanwhile (Linux /proc/stat); "quiet ms" is the median over the samples during which they used
-less than 0.15 of a core.
+meanwhile (Linux /proc/stat); the "quiet" columns are medians over the samples during which they
+used less than 0.15 of a core.
 
 Usage:
-  python benchmarks/bench_forward.py            # the figures of benchmarks/README.md, ~3 min
-  python benchmarks/bench_forward.py --quick    # 2 rounds, ~1 min
+  python benchmarks/bench_forward.py            # benchmarks/README.md's figures, ~2 min quiet
+  python benchmarks/bench_forward.py --quick    # 2 rounds, a smoke test
 """
 import os
 import statistics
@@ -53,7 +54,8 @@ flags.DEFINE_integer("peak_size", 2048, "n of the [n, n] x [n, n] matmul that me
 flags.DEFINE_integer("predict_calls", 5, "float32 model.predict batch-1 calls to time (0: skip).")
 flags.DEFINE_integer("intra_op_threads", 0, "TF intra-op threads (0: TF's default).")
 flags.DEFINE_integer("inter_op_threads", 0, "TF inter-op threads (0: TF's default).")
-flags.DEFINE_bool("quick", False, "2 rounds, 0.2 s per small-batch round, 2 predict calls.")
+flags.DEFINE_bool("quick", False, "Defaults of 2 rounds, 0.2 s per small-batch round and 2 "
+                  "predict calls.")
 
 # BERT-Base (uncased_L-12_H-768_A-12/bert_config.json); the weights are random.
 BERT_BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
@@ -221,8 +223,10 @@ def time_predict(model, seq_length, calls):
 
 def main(argv):
     del argv
-    if FLAGS.quick:
-        FLAGS.rounds, FLAGS.round_seconds, FLAGS.predict_calls = 2, 0.2, 2
+    if FLAGS.quick:  # unless given explicitly
+        for name, value in (("rounds", 2), ("round_seconds", 0.2), ("predict_calls", 2)):
+            if not FLAGS[name].present:
+                FLAGS[name].value = value
     unknown = set(FLAGS.configs) - set(CONFIGS)
     if unknown:
         raise app.UsageError(f"--configs: unknown {sorted(unknown)}; choose from {list(CONFIGS)}")

@@ -133,29 +133,9 @@ class SelfAttention(keras.layers.Layer):
         for layer in (self.query, self.key, self.value):
             layer.build((None, None, self.hidden_size))
 
-    def _project(self, hidden_states, batch_size, seq_length):
-        """The query, key and value projections, computed as one [H, 3H] matmul.
-
-        The three kernels are concatenated at every call, so the variables stay the original's.
-        One wide matmul keeps both cores on one op, where three narrow ones ran side by side and
-        contended for them (benchmarks/README.md).
-
-        Args:
-          hidden_states: float Tensor [B, T, H].
-          batch_size, seq_length: int scalar Tensors B and T.
-
-        Returns:
-          query, key, value: float Tensors [B, N, T, D].
-        """
-        dense = (self.query, self.key, self.value)
-        dtype = hidden_states.dtype
-        kernel = tf.concat([tf.cast(layer.kernel, dtype) for layer in dense], axis=1)  # [H, 3H]
-        bias = tf.concat([tf.cast(layer.bias, dtype) for layer in dense], axis=0)  # [3H]
-        rows = tf.reshape(hidden_states, [-1, self.hidden_size])  # [B*T, H]
-        projected = tf.nn.bias_add(tf.matmul(rows, kernel), bias)  # [B*T, 3H]
-        projected = tf.reshape(  # [B, T, 3, N, D]
-            projected, [batch_size, seq_length, 3, self.num_heads, self.size_per_head])
-        return tf.unstack(tf.transpose(projected, [2, 0, 3, 1, 4]))  # 3 x [B, N, T, D]
+    def _split_heads(self, x, batch_size, seq_length):
+        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.size_per_head])
+        return tf.transpose(x, [0, 2, 1, 3])  # [B, N, T, D]
 
     def call(self, hidden_states, attention_adder, training=False):
         """Scaled dot-product attention of every position to every unmasked position.
@@ -172,7 +152,9 @@ class SelfAttention(keras.layers.Layer):
         """
         shape = tf.shape(hidden_states)
         batch_size, seq_length = shape[0], shape[1]
-        query, key, value = self._project(hidden_states, batch_size, seq_length)
+        query = self._split_heads(dense_on_rows(self.query, hidden_states), batch_size, seq_length)
+        key = self._split_heads(dense_on_rows(self.key, hidden_states), batch_size, seq_length)
+        value = self._split_heads(dense_on_rows(self.value, hidden_states), batch_size, seq_length)
 
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
         scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
