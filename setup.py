@@ -6,7 +6,9 @@ setuptools.setup(
     version="0.1.0",
     description="Google's original BERT workflow on TensorFlow 2.21, Keras 3 and tensorflow-text.",
     packages=["modeling"],
-    py_modules=["extract_features", "convert_checkpoint"],
+    # The scripts, runnable as `python -m run_pretraining ...` after `pip install .`.
+    py_modules=["extract_features", "convert_checkpoint", "create_pretraining_data",
+                "build_vocab", "run_pretraining"],
     python_requires=">=3.10",
     install_requires=[
         "tensorflow>=2.21,<2.22",
