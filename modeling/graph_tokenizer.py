@@ -394,11 +394,22 @@ class GraphTokenizer(tf.Module):
             texts = tf.strings.lower(texts)  # ASCII only: bytes >= 0x80 are left alone.
         # A negated class matches valid UTF-8 only, so rows with bad bytes are mapped too.
         to_map = ~tf.strings.regex_full_match(texts, self._plain_pattern)
+        return _update_rows(texts, to_map, self._map_characters)
+
+    def _map_characters(self, texts):
+        """Maps the rows that need it through the table, each the cheapest way it allows.
+
+        Args:
+            texts: tf.string [R].
+
+        Returns:
+            tf.string [R], valid UTF-8.
+        """
         if not self.do_lower_case:
-            return _update_rows(texts, to_map, self._map_simple)
+            return self._map_simple(texts)
         simple = tf.strings.regex_full_match(texts, self._simple_pattern)
-        texts = _update_rows(texts, to_map & simple, self._map_simple)
-        return _update_rows(texts, to_map & ~simple, self._map_complex)
+        texts = _update_rows(texts, simple, self._map_simple)
+        return _update_rows(texts, ~simple, self._map_complex)
 
     def _fix_words(self, texts):
         """Replaces the words FastWordpieceTokenizer would get wrong by `_placeholder`.
@@ -433,7 +444,8 @@ class GraphTokenizer(tf.Module):
         Returns:
             tf.string [R].
         """
-        code_points = tf.strings.unicode_decode(texts, "UTF-8")
+        code_points = tf.strings.unicode_decode(
+            texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
         chars = code_points.flat_values
         entries = self._entries.lookup(chars)
         values = chars + tf.bitwise.right_shift(entries, 3)

@@ -6,6 +6,7 @@ classifier golden checks `BertInputPacker` against the original `convert_single_
 The other tests compare with our pure-Python `tokenization.FullTokenizer` (which matches the
 original on every refs line) on the cases the graph pipeline treats specially.
 """
+import functools
 import json
 import pathlib
 import random
@@ -29,6 +30,8 @@ GOLDEN_CASES = [
 SPECIAL_TEXTS = [
     # Final sigma: by the letters around it, skipping case-ignorable ones ("'", ".", marks).
     "ΟΔΟΣ ΟΔΟΣ. ΣΑ Σ ΑΣ'Α ΑΣ\u0301 Α\u200bΣ ΑΣ\u0301Β (ΑΣ) 中Σ ΑΣ中",
+    # ... and beyond the 8 characters looked at first.
+    "Α" + "\u0301" * 9 + "Σ Α" + "'" * 12 + "Σ" + "\u0301" * 10 + "Β ΑΣ" + "\u0301" * 20,
     # Lower-cases to two code points; ß, ﬁ and final ς stay (no case folding).
     "İstanbul STRASSE straße ﬁne ς Ω K Å",
     # Hangul syllables decompose into jamo under NFD.
@@ -65,17 +68,12 @@ def _refs():
     return REFS
 
 
-_TOKENIZERS = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _tokenizers(vocab_name, do_lower_case):
     """(GraphTokenizer, FullTokenizer) for a refs vocab, built once per test session."""
-    key = (vocab_name, do_lower_case)
-    if key not in _TOKENIZERS:
-        vocab_file = _refs() / "vocab" / vocab_name
-        _TOKENIZERS[key] = (GraphTokenizer(vocab_file, do_lower_case),
-                            tokenization.FullTokenizer(vocab_file, do_lower_case))
-    return _TOKENIZERS[key]
+    vocab_file = _refs() / "vocab" / vocab_name
+    return (GraphTokenizer(vocab_file, do_lower_case),
+            tokenization.FullTokenizer(vocab_file, do_lower_case))
 
 
 def _python_ids(full_tokenizer, texts):
@@ -151,8 +149,10 @@ def test_final_sigma_and_canonical_order_are_pythons():
     assert words[1] == ["a\U0001D165\U0001D16D".encode("utf-8")]
 
 
-def test_invalid_utf8_bytes_are_dropped_as_python_does():
-    graph, python = _tokenizers("uncased_vocab.txt", True)
+@pytest.mark.parametrize("vocab_name, do_lower_case", [
+    ("uncased_vocab.txt", True), ("cased_vocab.txt", False)])
+def test_invalid_utf8_bytes_are_dropped_as_python_does(vocab_name, do_lower_case):
+    graph, python = _tokenizers(vocab_name, do_lower_case)
     rng = random.Random(7)
     alphabet = [0x41, 0x20, 0x2E, 0x80, 0xBF, 0xC0, 0xC2, 0xE0, 0xED, 0xA0, 0xEF, 0xF0, 0xF4,
                 0x90, 0x8F, 0xFF, 0x9F, 0xCE, 0xA3]
