@@ -1,6 +1,7 @@
 """BERT as the original release defines it, on TensorFlow 2 / Keras 3.
 
-`BertConfig`, `BertModel`, `BertPretrainer` and the `checkpoint` module are loaded on first use,
+`BertConfig`, `BertModel`, `BertPretrainer`, `GraphTokenizer` and the `checkpoint` module are
+loaded on first use,
 so that `from modeling import tokenization` (data pipelines, worker processes) never imports
 TensorFlow.
 """
@@ -11,6 +12,7 @@ _LAZY = {
     "BertModel": ("modeling.bert_model", "BertModel"),
     "BertPretrainer": ("modeling.heads", "BertPretrainer"),
     "checkpoint": ("modeling.checkpoint", None),
+    "GraphTokenizer": ("modeling.graph_tokenizer", "GraphTokenizer"),
 }
 __all__ = list(_LAZY)
 
