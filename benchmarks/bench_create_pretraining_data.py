@@ -43,9 +43,11 @@ def child(args):
             12345, 10, num_workers=workers, chunk_bytes=int(chunk_mb * 1e6),
             progress_stream=quiet)
     seconds = time.perf_counter() - start
-    # Linux reports kB; for workers only the largest one's peak, so count it once per worker.
+    # Linux reports kB; for worker processes (any run but the exact one uses a pool) only the
+    # largest one's peak, so count it once per worker.
     parent_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if workers > 1 else 0
+    pooled = workers > 1 or chunk_mb > 0
+    worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if pooled else 0
     print(json.dumps({"seconds": seconds, "instances": instances,
                       "rss_gb": (parent_kb + workers * worker_kb) / 1e6}))
 
@@ -104,7 +106,7 @@ def main():
         print(f"{name:10} {workers:>7} {chunk_mb or '-':>8} {seconds:>8.1f} "
               f"{size_mb / seconds:>6.3f} {instances / seconds:>7.0f} {rss:>12.2f} "
               f"{size_mb / seconds / ORIGINAL_MB_PER_S:>15.1f}x")
-    print("* the parent's peak plus, with workers, the largest worker's peak once per worker")
+    print("* the parent's peak plus the largest worker process's peak once per worker")
     if "exact" in runs and "workers2" in runs:
         ratio = (statistics.median(r["seconds"] for r in runs["exact"])
                  / statistics.median(r["seconds"] for r in runs["workers2"]))

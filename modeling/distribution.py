@@ -37,11 +37,12 @@ def get_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=No
 
 
 def is_chief(strategy):
-    """Only the chief writes logs, summaries and checkpoints others do not need."""
+    """Only the chief writes logs, summaries and the files others do not need: the task
+    `chief` if the cluster has one, else worker 0, else the only process."""
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if not spec or resolver.task_type is None:
         return True
-    task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0
-                                                         and "chief" not in
-                                                         resolver.cluster_spec().as_dict())
+    if "chief" in spec:
+        return resolver.task_type == "chief"
+    return resolver.task_type == "worker" and resolver.task_id == 0
