@@ -47,8 +47,9 @@ flags.DEFINE_enum("distribution_strategy", "one_device", list(distribution.STRAT
                   "one_device, mirrored (all local GPUs), multi_worker_mirrored (TF_CONFIG) "
                   "or tpu.")
 flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
-flags.DEFINE_enum("precision", "float32", ["float32", "mixed_bfloat16"],
-                  "Compute dtype; variables stay float32.")
+flags.DEFINE_enum("precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Compute dtype; variables stay float32. mixed_float16 (for GPUs) adds dynamic "
+                  "loss scaling.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's "
                   "AdamWeightDecay; lamb: LAMB, for large batches.")

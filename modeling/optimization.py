@@ -70,6 +70,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.apply_condition = None
 
     def build(self, var_list):
         if self.built:
@@ -97,9 +98,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         update = next_m / (tf.sqrt(next_v) + self.epsilon)
         if self.decays[index]:
             update += self.weight_decay_rate * variable
-        self.assign(variable, variable - learning_rate * update)
-        self.assign(m, next_m)
-        self.assign(v, next_v)
+        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
+
+    def _commit(self, assignments):
+        """Assigns (variable, new value) pairs; where `apply_condition` (a bool tensor a
+        training step may set, e.g. "the loss-scaled gradients are finite") is False, every
+        variable keeps its value, so a skipped step changes neither weights nor slots."""
+        for variable, value in assignments:
+            if self.apply_condition is not None:
+                value = tf.where(self.apply_condition, value, variable)
+            self.assign(variable, value)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # summed and clipped by the caller
@@ -140,9 +148,7 @@ class Lamb(AdamWeightDecay):
             ratio = tf.where(weight_norm > 0.0,
                              tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
             update *= ratio
-        self.assign(variable, variable - learning_rate * update)
-        self.assign(m, next_m)
-        self.assign(v, next_v)
+        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
 
 
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}

@@ -66,12 +66,14 @@ class Pretrainer:
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps, optimizer)
             self.optimizer.build(self.model.trainable_variables)
+            self.loss_scale = LossScale() if self.model.compute_dtype == "float16" else None
         # The dropout generators' states are saved too, so that a resumed run draws the masks
         # an uninterrupted one would have drawn.
         dropout_seeds = [layer.seed_generator.state for layer in self.model._flatten_layers()
                          if getattr(layer, "seed_generator", None) is not None]
+        extra = {"loss_scale": self.loss_scale} if self.loss_scale else {}
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              dropout_seeds=dropout_seeds)
+                                              dropout_seeds=dropout_seeds, **extra)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
 
     @property
@@ -89,28 +91,41 @@ class Pretrainer:
             tf.train.Checkpoint(model=self.model).read(path).expect_partial()
             logging.info("Initialized the model from %s", path)
 
-    def _forward_backward_fn(self, batch, global_weight, global_batch):
+    def _forward_backward_fn(self, batch, global_weight, global_batch, loss_scale):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
             mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch, global_weight,
                                                          global_batch)
             loss = mlm_loss + nsp_loss
-        gradients = tape.gradient(loss, variables)
+            scaled_loss = loss * loss_scale  # keeps float16 gradients from underflowing
+        gradients = tape.gradient(scaled_loss, variables)
         # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         return gradients, dict(counts, loss=loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss)
 
     def _train_step(self, batch):
-        counts = _global_counts(batch)
+        scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
+        counts = _global_counts(batch) + (scale,)
         if self.num_accumulation_steps == 1:
             gradients, metrics = self._forward_backward(batch, *counts)
         else:
             gradients, metrics = self._accumulate(batch, counts)
         context = tf.distribute.get_replica_context()
         gradients = context.all_reduce(SUM, gradients)
-        clipped, _ = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
-        self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
+        if self.loss_scale:
+            gradients = [g / scale for g in gradients]
+        clipped, norm = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
+        if self.loss_scale:
+            # An overflow skips the step: no change to weights, slots or the step count.
+            finite = tf.math.is_finite(norm)
+            self.optimizer.apply_condition = finite
+            self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
+            self.optimizer.apply_condition = None
+            self.optimizer.iterations.assign_sub(tf.cast(tf.logical_not(finite), tf.int64))
+            self.loss_scale.update(finite)
+        else:
+            self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
         return metrics
 
     def _accumulate(self, batch, counts):
@@ -233,6 +248,27 @@ class Pretrainer:
                                  extra_tensors=slots)
 
 
+class LossScale(tf.Module):
+    """Dynamic loss scaling for float16: halve on overflow, double after 2000 finite steps."""
+
+    def __init__(self, initial=2.0 ** 15, growth_interval=2000):
+        super().__init__(name="loss_scale")
+        only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        self.scale = tf.Variable(initial, trainable=False, aggregation=only_first)
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=only_first)
+        self.growth_interval = growth_interval
+
+    def value(self):
+        return tf.identity(self.scale)
+
+    def update(self, finite):
+        good_steps = tf.where(finite, self.good_steps + 1, 0)
+        grow = good_steps >= self.growth_interval
+        self.scale.assign(tf.where(finite, tf.where(grow, self.scale * 2.0, self.scale),
+                                   tf.maximum(self.scale / 2.0, 1.0)))
+        self.good_steps.assign(tf.where(grow, tf.zeros_like(good_steps), good_steps))
+
+
 def _shard_by_data(dataset):
     """Each global batch is split across all replicas of all workers, so a step on N workers
     sees the examples one device would. (Sharding by file would give each worker other
@@ -252,5 +288,6 @@ def write_eval_results(results, path):
 
 
 def set_precision(name):
-    """'float32', 'mixed_bfloat16' or 'mixed_float16' for every model built afterwards."""
+    """'float32', 'mixed_bfloat16' or 'mixed_float16' (then with dynamic loss scaling) for
+    every model built afterwards."""
     keras.mixed_precision.set_dtype_policy(name)
