@@ -20,7 +20,7 @@ def feature_spec(max_seq_length, max_predictions_per_seq):
 
 
 def expand_files(input_file):
-    """Comma-separated files or globs -> sorted paths, local or remote (gs://...)."""
+    """Comma-separated files or globs -> paths, local or remote (gs://...)."""
     return pretraining_pipeline.expand_input_patterns(input_file, tf.io.gfile.glob)
 
 

@@ -25,7 +25,11 @@ from modeling import pretraining_data, tfrecord, tokenization
 
 
 def expand_input_patterns(input_file, glob_fn=glob.glob):
-    """Comma-separated files or globs -> paths; each pattern's matches sorted.
+    """Comma-separated files or globs -> paths, in the order the original reads them.
+
+    A glob's matches come in the order the file system lists them (not sorted), which is what
+    the original's `tf.gfile.Glob` returns; the documents of several files are read in that
+    order, so it decides the output.
 
     Args:
       input_file: the `--input_file` flag's value.
@@ -36,7 +40,7 @@ def expand_input_patterns(input_file, glob_fn=glob.glob):
     """
     paths = []
     for pattern in filter(None, (p.strip() for p in input_file.split(","))):
-        matches = sorted(path for path in glob_fn(pattern) if not os.path.isdir(path))
+        matches = [path for path in glob_fn(pattern) if not os.path.isdir(path)]
         if not matches:
             raise ValueError(f"--input_file pattern {pattern!r} matches no file")
         paths.extend(matches)

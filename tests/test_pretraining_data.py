@@ -75,6 +75,16 @@ def test_streaming_output_does_not_depend_on_workers(refs, tmp_path):
     assert len(parse(tmp_path / "s1.tfrecord")) > 1000
 
 
+def test_globs_list_files_in_the_originals_order(tmp_path):
+    for name in ("zeta", "b9", "B2", "mid", "alpha", "b10"):
+        (tmp_path / f"{name}.txt").write_text("x\n")
+    (tmp_path / "sub.txt").mkdir()
+    pattern = str(tmp_path / "*.txt")
+    ours = pretraining_pipeline.expand_input_patterns(f"{pattern},{tmp_path / 'mid.txt'}")
+    files = [path for path in tf.io.gfile.glob(pattern) if not path.endswith("sub.txt")]
+    assert ours == files + [str(tmp_path / "mid.txt")]
+
+
 def test_chunks_cut_only_at_blank_lines(tmp_path):
     first, second = tmp_path / "a.txt", tmp_path / "b.txt"
     first.write_text("one\ntwo\n\nthree\nfour\n\nfive\n")
