@@ -30,24 +30,23 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
     Raises:
       ValueError: naming the file, the feature and the value that does not fit.
     """
-    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length,
-               "segment_ids": max_seq_length, "masked_lm_positions": max_predictions_per_seq,
-               "masked_lm_ids": max_predictions_per_seq,
-               "masked_lm_weights": max_predictions_per_seq, "next_sentence_labels": 1}
-    flag_of = {max_seq_length: "--max_seq_length", max_predictions_per_seq:
-               "--max_predictions_per_seq", 1: "the format"}
+    sequence = (max_seq_length, "--max_seq_length")
+    predictions = (max_predictions_per_seq, "--max_predictions_per_seq")
+    expected = {"input_ids": sequence, "input_mask": sequence, "segment_ids": sequence,
+                "masked_lm_positions": predictions, "masked_lm_ids": predictions,
+                "masked_lm_weights": predictions, "next_sentence_labels": (1, "the format")}
     for path in paths:
         count = 0
         for raw in tf.data.TFRecordDataset(path).take(records):
             count += 1
             features = tf.train.Example.FromString(raw.numpy()).features.feature
-            for name, length in lengths.items():
+            for name, (length, source) in expected.items():
                 if name not in features:
                     raise ValueError(f"{path}: record {count} has no feature {name!r}")
                 values = features[name].int64_list.value or features[name].float_list.value
                 if len(values) != length:
                     raise ValueError(f"{path}: {name} has {len(values)} values but "
-                                     f"{flag_of[length]} says {length}")
+                                     f"{source} says {length}")
             for name in ("input_ids", "masked_lm_ids"):
                 top = max(features[name].int64_list.value)
                 if top >= vocab_size:
