@@ -8,6 +8,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from modeling import pretraining_pipeline
+
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -44,11 +46,7 @@ def read_examples(input_file):
         lines.pop()
     examples = []
     for number, raw in enumerate(lines, start=1):
-        try:
-            line = raw.replace(b"\r", b"").decode("utf-8").strip()
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{input_file}:{number}: not valid UTF-8 ({error.reason} at byte "
-                             f"{error.start})") from None
+        line = pretraining_pipeline.decode_line(raw, input_file, number).strip()
         match = _PAIR.match(line)
         text_a, text_b = (line, None) if match is None else match.groups()
         examples.append(InputExample(unique_id=len(examples), text_a=text_a, text_b=text_b))

@@ -58,14 +58,24 @@ class Span:
     first_line: int = 1
 
 
-def read_lines(spans):
-    """Yields (line text, size in bytes) from spans, as the original's `tf.gfile` reader sees
-    them: split on "\\n" alone, every "\\r" dropped.
+def decode_line(raw, path, number):
+    """One line's bytes as the original's `tf.gfile` text reader gives it: every "\\r"
+    dropped, strict UTF-8.
 
     Raises:
-      ValueError: a line is not UTF-8 (the original dies with a UnicodeDecodeError there);
+      ValueError: the line is not UTF-8 (the original dies with a UnicodeDecodeError there);
         the message names the file and line.
     """
+    try:
+        return raw.replace(b"\r", b"").decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte "
+                         f"{error.start})") from None
+
+
+def read_lines(spans):
+    """Yields (line text, size in bytes) from spans, as the original's `tf.gfile` reader sees
+    them: split on "\\n" alone, decoded by `decode_line`."""
     for span in spans:
         with open(span.path, "rb") as reader:
             reader.seek(span.start)
@@ -74,12 +84,7 @@ def read_lines(spans):
                 if position >= span.end:
                     break
                 position += len(raw)
-                try:
-                    text = raw.replace(b"\r", b"").decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise ValueError(f"{span.path}:{number}: not valid UTF-8 ({error.reason} "
-                                     f"at byte {error.start} of the line)") from None
-                yield text.rstrip("\n"), len(raw)
+                yield decode_line(raw, span.path, number).rstrip("\n"), len(raw)
                 number += 1
 
 
