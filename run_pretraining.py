@@ -16,7 +16,8 @@ import tempfile
 from absl import flags, logging
 import tensorflow as tf
 
-from modeling import BertConfig, cli, distribution, pretraining_input, training
+import training_flags
+from modeling import BertConfig, cli, distribution, pretraining, pretraining_input, training
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
@@ -36,26 +37,6 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps in each compiled loop call.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval batches.")
-flags.DEFINE_bool("use_tpu", False, "Whether to use a TPU (same as "
-                  "--distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.")
-flags.DEFINE_string("gcp_project", None, "Project of the Cloud TPU.")
-flags.DEFINE_string("master", None, "TPU address, instead of --tpu_name.")
-flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores expected (checked against the TPU).")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(distribution.STRATEGIES),
-                  "one_device, mirrored (all local GPUs), multi_worker_mirrored (TF_CONFIG) "
-                  "or tpu.")
-flags.DEFINE_bool("use_xla", False, "Compile the forward and backward pass with XLA.")
-flags.DEFINE_enum("precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "Compute dtype; variables stay float32. mixed_float16 (for GPUs) adds dynamic "
-                  "loss scaling.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw: the original's "
-                  "AdamWeightDecay; lamb: LAMB, for large batches.")
-flags.DEFINE_integer("num_accumulation_steps", 1, "Split each replica's batch into this many "
-                     "micro-batches and sum their gradients: the same update in less memory.")
-flags.DEFINE_integer("seed", 12345, "Seed of the initial weights, dropout and data shuffling.")
 for _name in ("bert_config_file", "input_file", "output_dir"):
     flags.mark_flag_as_required(_name)
 
@@ -72,29 +53,15 @@ def main(_):
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds "
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{FLAGS.bert_config_file}")
-    # First of all TensorFlow work: multi-worker collectives must be set up at startup.
-    strategy = distribution.get_strategy(
-        "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy, FLAGS.tpu_name, FLAGS.tpu_zone,
-        FLAGS.gcp_project, FLAGS.master)
+    strategy = training_flags.strategy()  # first of all TensorFlow work
     paths = pretraining_input.expand_files(FLAGS.input_file)
     pretraining_input.check_records(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                                     config.vocab_size)
-    replicas = strategy.num_replicas_in_sync
-    if FLAGS.use_tpu and replicas != FLAGS.num_tpu_cores:
-        logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
-                        FLAGS.num_tpu_cores, replicas, replicas)
-    if FLAGS.num_accumulation_steps < 1:
-        raise ValueError(f"--num_accumulation_steps must be positive, "
-                         f"got {FLAGS.num_accumulation_steps}")
-    if FLAGS.train_batch_size % (replicas * FLAGS.num_accumulation_steps):
-        raise ValueError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by "
-                         f"{replicas} replicas x --num_accumulation_steps="
-                         f"{FLAGS.num_accumulation_steps}")
-    training.set_precision(FLAGS.precision)
+    training_flags.check_train_batch(strategy)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    pretrainer = training.Pretrainer(strategy, config, FLAGS.learning_rate,
-                                     FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.use_xla,
-                                     FLAGS.seed, FLAGS.optimizer, FLAGS.num_accumulation_steps)
+    pretrainer = pretraining.Pretrainer(strategy, config, FLAGS.learning_rate,
+                                        FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                        **training_flags.trainer_options())
     if FLAGS.init_checkpoint:
         pretrainer.init_from(FLAGS.init_checkpoint)
     chief = distribution.is_chief(strategy)
@@ -118,9 +85,7 @@ def main(_):
 
     if FLAGS.do_eval:
         if not FLAGS.do_train:  # evaluate what the output directory holds
-            latest = tf.train.latest_checkpoint(FLAGS.output_dir)
-            if latest:
-                pretrainer.checkpoint.read(latest).expect_partial()
+            pretrainer.restore_latest(FLAGS.output_dir)
         dataset = pretraining_input.pretraining_dataset(
             paths, FLAGS.eval_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
             is_training=False)

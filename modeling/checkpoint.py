@@ -23,10 +23,13 @@ class LoadResult:
       skipped: optimizer state and `global_step`, ignored by design.
       unused: other tensors the model has no variable for (a classifier's `output_weights`
         when loading into a bare `BertModel`, say); reported, not fatal.
+      not_found: optional model variables the checkpoint does not have (a task head's, when
+        starting from a pre-trained checkpoint); they keep their initial values.
     """
     loaded: list
     skipped: list
     unused: list
+    not_found: list = dataclasses.field(default_factory=list)
 
 
 def checkpoint_name(variable):
@@ -65,14 +68,17 @@ def resolve_checkpoint(ckpt_path):
     return ckpt_path
 
 
-def load_original(model, ckpt_path):
+def load_original(model, ckpt_path, optional=()):
     """Copies an original name-based checkpoint into `model`, strictly.
 
-    Every model variable must be present with the same shape, and is assigned exactly once.
+    Every model variable must be present with the same shape, and is assigned exactly once;
+    only the names in `optional` may be absent.
 
     Args:
       model: a `BertModel`, or any Keras model whose variables have checkpoint names.
       ckpt_path: checkpoint prefix (`.../bert_model.ckpt`) or its directory.
+      optional: checkpoint names of variables that may be missing (a fine-tuning head's, which
+        a pre-trained checkpoint does not have, as the original's `init_checkpoint`).
 
     Returns:
       A `LoadResult`.
@@ -86,7 +92,10 @@ def load_original(model, ckpt_path):
     ckpt_shapes = reader.get_variable_to_shape_map()
     variables = _named_variables(model)
 
-    missing = sorted(name for name in variables if name not in ckpt_shapes)
+    not_found = sorted(name for name in variables
+                       if name not in ckpt_shapes and name in optional)
+    missing = sorted(name for name in variables
+                     if name not in ckpt_shapes and name not in optional)
     mismatched = sorted(
         f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
         for name in variables
@@ -99,7 +108,8 @@ def load_original(model, ckpt_path):
         raise ValueError("\n".join(lines))
 
     for name, variable in variables.items():
-        variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
+        if name not in not_found:
+            variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
 
     leftovers = sorted(name for name in ckpt_shapes if name not in variables)
     skipped = [name for name in leftovers if _OPTIMIZER_STATE.search(name)]
@@ -107,7 +117,8 @@ def load_original(model, ckpt_path):
     if unused:
         logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
                         model.name, ", ".join(unused))
-    return LoadResult(loaded=sorted(variables), skipped=skipped, unused=unused)
+    return LoadResult(loaded=sorted(set(variables) - set(not_found)), skipped=skipped,
+                      unused=unused, not_found=not_found)
 
 
 def save_original(model, ckpt_path, global_step=None, extra_tensors=None):

@@ -56,6 +56,11 @@ class DataProcessor:
     def is_regression(self):
         return self.labels is None
 
+    @property
+    def is_pair(self):
+        """Whether examples have a second segment (`text_b`)."""
+        return self.columns[1] is not None
+
     def get_labels(self):
         return list(self.labels or [])
 

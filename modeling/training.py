@@ -1,60 +1,35 @@
-"""Pre-training on any `tf.distribute` strategy: the original's step, loops, checkpoints, eval.
+"""Training on any `tf.distribute` strategy: the original's step, loops and checkpoints.
 
-A step is the original's: forward, the masked-LM and next-sentence losses over the *global*
-batch, gradients summed over replicas, clipped to global norm 1.0, AdamWeightDecay. Each
-replica normalizes its part of the loss by global counts (masked-LM weights all-reduced, the
-global batch size), so N replicas compute the same update as one device with the same batch.
+A step is the original's: forward, the task's loss over the *global* batch, gradients summed
+over replicas, clipped to global norm 1.0, the original optimizer. Each replica normalizes its
+share of the loss by global counts (all-reduced before the forward pass), so N replicas compute
+the update one device computes for the same batch. Tasks subclass `Trainer` with their loss.
 """
 import os
 import tempfile
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoint, distribution, optimization
-from modeling.heads import MASKED_LM_LOSS_EPSILON, BertPretrainer
 
 SUM = tf.distribute.ReduceOp.SUM
-STEP_METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
-                "nsp_correct", "nsp_loss_sum", "examples")
-EVAL_KEYS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-             "next_sentence_accuracy", "next_sentence_loss")
 
 
-def _global_counts(batch):
-    """Σ masked-LM weights and the number of examples over all replicas (a sync point, so it
-    stays outside any nested, possibly XLA-compiled, function)."""
-    context = tf.distribute.get_replica_context()
-    weights = batch["masked_lm_weights"]
-    return (context.all_reduce(SUM, tf.reduce_sum(weights)),
-            context.all_reduce(SUM, tf.cast(tf.shape(weights)[0], tf.float32)))
+class Trainer:
+    """Owns a task's model, optimizer, checkpoints and compiled loops.
 
-
-def _replica_losses(outputs, batch, global_weight, global_batch):
-    """This replica's share of the global losses, and its metric counts."""
-    weights = batch["masked_lm_weights"]
-    mlm_loss = (tf.reduce_sum(weights * outputs["masked_lm_example_loss"])
-                / (global_weight + MASKED_LM_LOSS_EPSILON))
-    nsp_loss = tf.reduce_sum(outputs["next_sentence_example_loss"]) / global_batch
-    mlm_predictions = tf.argmax(outputs["masked_lm_log_probs"], -1, output_type=tf.int32)
-    nsp_predictions = tf.argmax(outputs["next_sentence_log_probs"], -1, output_type=tf.int32)
-    labels = tf.reshape(batch["next_sentence_labels"], [-1])
-    counts = {
-        "mlm_correct": tf.reduce_sum(
-            weights * tf.cast(tf.equal(mlm_predictions, batch["masked_lm_ids"]), tf.float32)),
-        "mlm_weight": tf.reduce_sum(weights),
-        "mlm_loss_sum": tf.reduce_sum(weights * outputs["masked_lm_example_loss"]),
-        "nsp_correct": tf.reduce_sum(tf.cast(tf.equal(nsp_predictions, labels), tf.float32)),
-        "nsp_loss_sum": tf.reduce_sum(outputs["next_sentence_example_loss"]),
-        "examples": tf.cast(tf.shape(labels)[0], tf.float32),
-    }
-    return mlm_loss, nsp_loss, counts
-
-
-class Pretrainer:
-    """Owns the model, optimizer, checkpoints and compiled loops of one pre-training run."""
+    Subclasses define:
+      METRICS: names of the per-step values summed over a loop ("loss" among them).
+      OPTIONAL_VARIABLES: checkpoint names of head variables a pre-trained checkpoint lacks.
+      build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
+      loop_scalars(totals, steps).
+    """
+    METRICS = ("loss",)
+    OPTIONAL_VARIABLES = ()
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
                  use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1):
@@ -62,7 +37,7 @@ class Pretrainer:
         self.num_accumulation_steps = num_accumulation_steps
         keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
-            self.model = BertPretrainer(config)
+            self.model = self.build_model(config)
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps, optimizer)
             self.optimizer.build(self.model.trainable_variables)
@@ -75,42 +50,76 @@ class Pretrainer:
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
                                               dropout_seeds=dropout_seeds, **extra)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
+        self._predict_step = tf.function(self._predict_step_fn)
+
+    def build_model(self, config):
+        raise NotImplementedError
+
+    def global_counts(self, batch):
+        """All-reduced counts the loss is normalized by: by default the global batch size.
+        (A sync point, so it stays outside any nested, possibly XLA-compiled, function.)"""
+        context = tf.distribute.get_replica_context()
+        return (context.all_reduce(SUM, tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)),)
+
+    def replica_loss(self, outputs, batch, *counts):
+        """Returns (this replica's share of the global loss, dict of METRICS but "loss")."""
+        raise NotImplementedError
+
+    def loop_scalars(self, totals, steps):
+        """What a loop of `steps` steps logs, from the METRICS summed over it."""
+        return {"loss": totals["loss"] / steps}
 
     @property
     def global_step(self):
         return int(self.optimizer.iterations.numpy())
 
     def init_from(self, init_checkpoint):
-        """Starts from an original name-based checkpoint or one of this project's."""
+        """Starts from an original name-based checkpoint or one written by these scripts; the
+        task's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
+
+        Returns:
+          The checkpoint names of the variables the checkpoint did not have.
+        """
         path = checkpoint.resolve_checkpoint(init_checkpoint)
         names = dict(tf.train.list_variables(path))
         if any(name.startswith("bert/") for name in names):
-            result = checkpoint.load_original(self.model, path)
+            result = checkpoint.load_original(self.model, path, self.OPTIONAL_VARIABLES)
             logging.info("Initialized %d variables from %s", len(result.loaded), path)
-        else:
-            tf.train.Checkpoint(model=self.model).read(path).expect_partial()
-            logging.info("Initialized the model from %s", path)
+            if result.not_found:
+                logging.info("Not in %s, initialized randomly: %s", path,
+                             ", ".join(result.not_found))
+            return result.not_found
+        status = tf.train.Checkpoint(model=self.model).read(path)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError:
+            # A checkpoint of another task (pre-training, say): its encoder must all be there.
+            tf.train.Checkpoint(model=tf.train.Checkpoint(bert=self.model.bert)).read(
+                path).assert_existing_objects_matched()
+            logging.info("Initialized the encoder from %s; the task head is new", path)
+            return [checkpoint.checkpoint_name(v) for v in self.model.weights
+                    if not checkpoint.checkpoint_name(v).startswith("bert/")]
+        logging.info("Initialized the model from %s", path)
+        return []
 
-    def _forward_backward_fn(self, batch, global_weight, global_batch, loss_scale):
+    def _forward_backward_fn(self, batch, counts, loss_scale):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch, global_weight,
-                                                         global_batch)
-            loss = mlm_loss + nsp_loss
+            loss, metrics = self.replica_loss(outputs, batch, *counts)
             scaled_loss = loss * loss_scale  # keeps float16 gradients from underflowing
         gradients = tape.gradient(scaled_loss, variables)
         # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
         gradients = [tf.convert_to_tensor(g) for g in gradients]
-        return gradients, dict(counts, loss=loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss)
+        return gradients, dict(metrics, loss=loss)
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
-        counts = _global_counts(batch) + (scale,)
+        counts = self.global_counts(batch)
         if self.num_accumulation_steps == 1:
-            gradients, metrics = self._forward_backward(batch, *counts)
+            gradients, metrics = self._forward_backward(batch, counts, scale)
         else:
-            gradients, metrics = self._accumulate(batch, counts)
+            gradients, metrics = self._accumulate(batch, counts, scale)
         context = tf.distribute.get_replica_context()
         gradients = context.all_reduce(SUM, gradients)
         if self.loss_scale:
@@ -128,40 +137,29 @@ class Pretrainer:
             self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
         return metrics
 
-    def _accumulate(self, batch, counts):
+    def _accumulate(self, batch, counts, scale):
         """Sums the gradients of consecutive micro-batches, one at a time so that only one
         micro-batch's activations are alive. The losses are already normalized by the counts
         of the whole batch, so the sum is the whole batch's gradient."""
         size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
         gradients = [tf.zeros_like(v) for v in self.model.trainable_variables]
-        metrics = {key: tf.constant(0.0) for key in STEP_METRICS}
+        metrics = {key: tf.constant(0.0) for key in self.METRICS}
         for index in tf.range(self.num_accumulation_steps):
             micro_batch = {name: value[index * size:(index + 1) * size]
                            for name, value in batch.items()}
-            micro_gradients, micro_metrics = self._forward_backward(micro_batch, *counts)
+            micro_gradients, micro_metrics = self._forward_backward(micro_batch, counts, scale)
             gradients = [total + g for total, g in zip(gradients, micro_gradients)]
-            metrics = {key: metrics[key] + micro_metrics[key] for key in STEP_METRICS}
+            metrics = {key: metrics[key] + micro_metrics[key] for key in self.METRICS}
         return gradients, metrics
 
     @tf.function
     def _train_loop(self, iterator, steps):
-        totals = {key: 0.0 for key in STEP_METRICS}
+        totals = {key: 0.0 for key in self.METRICS}
         for _ in tf.range(steps):
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
             totals = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
                       for key, total in totals.items()}
         return totals
-
-    @tf.function
-    def _eval_step(self, batch):
-        def step(batch):
-            outputs = self.model(batch, training=False)
-            mlm_loss, nsp_loss, counts = _replica_losses(outputs, batch,
-                                                         *_global_counts(batch))
-            return dict(counts, loss=mlm_loss + nsp_loss)
-        per_replica = self.strategy.run(step, args=(batch,))
-        return {key: self.strategy.reduce(SUM, value, axis=None)
-                for key, value in per_replica.items()}
 
     def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
               save_checkpoints_steps, keep_checkpoints=5):
@@ -170,6 +168,9 @@ class Pretrainer:
         Args:
           dataset_fn: callable(skip_batches) -> the global-batch training dataset, deterministic,
             starting after the batches already trained on.
+
+        Returns:
+          The global step reached.
         """
         chief = distribution.is_chief(self.strategy)
         # Every worker takes part in saving (collectives); only the chief's files are kept.
@@ -184,7 +185,7 @@ class Pretrainer:
         if step >= num_train_steps:
             return step
         iterator = iter(self.strategy.experimental_distribute_dataset(
-            _shard_by_data(dataset_fn(step))))
+            shard_by_data(dataset_fn(step))))
         writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief \
             else tf.summary.create_noop_writer()
         while step < num_train_steps:
@@ -196,17 +197,11 @@ class Pretrainer:
                       self._train_loop(iterator, tf.constant(steps, tf.int32)).items()}
             elapsed = time.time() - start
             step = self.global_step
-            scalars = {
-                "loss": totals["loss"] / steps,
-                "masked_lm_loss": totals["mlm_loss"] / steps,
-                "next_sentence_loss": totals["nsp_loss"] / steps,
-                "masked_lm_accuracy": totals["mlm_correct"] / max(totals["mlm_weight"], 1e-9),
-                "next_sentence_accuracy": totals["nsp_correct"] / max(totals["examples"], 1),
-                "learning_rate": learning_rate,
-                "examples_per_second": totals["examples"] / elapsed,
-            }
-            logging.info("step %d: %s", step, ", ".join(f"{k} {v:.5g}"
-                                                         for k, v in scalars.items()))
+            scalars = dict(self.loop_scalars(totals, steps), learning_rate=learning_rate)
+            if "examples" in totals:
+                scalars["examples_per_second"] = totals["examples"] / elapsed
+            logging.info("step %d/%d: %s", step, num_train_steps,
+                         ", ".join(f"{k} {v:.5g}" for k, v in scalars.items()))
             with writer.as_default(step=step):
                 for name, value in scalars.items():
                     tf.summary.scalar(name, value)
@@ -215,29 +210,44 @@ class Pretrainer:
         writer.flush()
         return step
 
-    def evaluate(self, dataset, max_eval_steps):
-        """The original's eval metrics over at most `max_eval_steps` batches, in order."""
-        totals, batches = {}, 0
-        for batch in self.strategy.experimental_distribute_dataset(_shard_by_data(dataset)):
-            if batches >= max_eval_steps:
-                break
-            for key, value in self._eval_step(batch).items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-            batches += 1
-        if not batches:
-            raise ValueError("the evaluation input has no complete batch")
-        return {
-            "global_step": self.global_step,
-            "loss": totals["loss"] / batches,
-            "masked_lm_accuracy": totals["mlm_correct"] / totals["mlm_weight"],
-            "masked_lm_loss": totals["mlm_loss_sum"] / totals["mlm_weight"],
-            "next_sentence_accuracy": totals["nsp_correct"] / totals["examples"],
-            "next_sentence_loss": totals["nsp_loss_sum"] / totals["examples"],
-        }
+    def restore_latest(self, output_dir):
+        """Loads the latest checkpoint in `output_dir`, as the original's Estimator does before
+        evaluating or predicting. Returns its path, or None if there is none."""
+        latest = tf.train.latest_checkpoint(output_dir)
+        if latest:
+            self.checkpoint.read(latest).expect_partial()
+            logging.info("Loaded %s (step %d)", latest, self.global_step)
+        return latest
+
+    def _predict_step_fn(self, batch, names):
+        def step(batch):
+            outputs = dict(batch, **self.model(batch, training=False))
+            return {name: outputs[name] for name in names}
+        per_replica = self.strategy.run(step, args=(batch,))
+        return {name: self.strategy.gather(value, axis=0)
+                for name, value in per_replica.items()}
+
+    def predict(self, dataset, names):
+        """Runs the model over `dataset` (global batches) and returns, for each name of a model
+        output or an input feature, one numpy array over all examples, in input order.
+
+        The dataset must carry an "example_index" feature [B]: replicas and workers see parts of
+        each batch, and the gathered rows are put back in order by it.
+        """
+        names = tuple(dict.fromkeys(("example_index",) + tuple(names)))
+        parts = {name: [] for name in names}
+        for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
+            for name, value in self._predict_step(batch, names).items():
+                parts[name].append(value.numpy())
+        if not parts["example_index"]:
+            return {name: np.zeros([0]) for name in names}
+        arrays = {name: np.concatenate(values) for name, values in parts.items()}
+        order = np.argsort(arrays["example_index"], kind="stable")
+        return {name: value[order] for name, value in arrays.items()}
 
     def export_original(self, path):
         """Writes the model, its Adam slots and `global_step` in the original name-based format,
-        as the original's `model.ckpt-N` files, for run_classifier.py and the original tools."""
+        as the original's `model.ckpt-N` files, for the original tools and the other scripts."""
         slots = {}
         for variable, m, v in zip(self.model.trainable_variables, self.optimizer.adam_m,
                                   self.optimizer.adam_v):
@@ -269,7 +279,7 @@ class LossScale(tf.Module):
         self.good_steps.assign(tf.where(grow, tf.zeros_like(good_steps), good_steps))
 
 
-def _shard_by_data(dataset):
+def shard_by_data(dataset):
     """Each global batch is split across all replicas of all workers, so a step on N workers
     sees the examples one device would. (Sharding by file would give each worker other
     records, and fails outright with fewer files than workers.)"""
@@ -278,11 +288,11 @@ def _shard_by_data(dataset):
     return dataset.with_options(options)
 
 
-def write_eval_results(results, path):
-    """`key = value` lines in the original's order, written atomically."""
+def write_eval_results(results, path, keys=None):
+    """`key = value` lines (in `keys` order, else sorted as the original), written atomically."""
     temp = f"{path}.tmp-{os.getpid()}"
     with tf.io.gfile.GFile(temp, "w") as writer:
-        for key in EVAL_KEYS:
+        for key in keys or sorted(results):
             writer.write(f"{key} = {results[key]}\n")
     tf.io.gfile.rename(temp, path, overwrite=True)
 

@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from modeling import distribution, training
+from modeling import distribution, pretraining, training
 
 
 def _batch(config, size=4, seq=7, predictions=3):
@@ -21,7 +21,7 @@ def _batch(config, size=4, seq=7, predictions=3):
 def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     training.set_precision("mixed_float16")
     try:
-        pretrainer = training.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
+        pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
                                          1e-3, 100, 0)
     finally:
         training.set_precision("float32")

@@ -1,0 +1,131 @@
+"""Fine-tuning and evaluating a `BertClassifier` as the original `run_classifier.py`, on any
+`tf.distribute` strategy: its input pipeline, loss, metrics and output files."""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from modeling import glue_metrics
+from modeling.classifier import BertClassifier
+from modeling.training import Trainer
+
+SHUFFLE_BUFFER = 100  # records, as the original
+
+
+class ClassifierTrainer(Trainer):
+    """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
+    the global batch; the head starts random unless the checkpoint has it."""
+    METRICS = ("loss", "correct", "examples")
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias")
+
+    def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
+        self.num_labels, self.regression = num_labels, regression
+        super().__init__(strategy, config, *args, **kwargs)
+
+    def build_model(self, config):
+        return BertClassifier(config, self.num_labels, self.regression)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        per_example = outputs["per_example_loss"]
+        if self.regression:
+            correct = tf.constant(0.0)
+        else:
+            predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+            correct = tf.reduce_sum(tf.cast(
+                tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
+        return tf.reduce_sum(per_example) / global_batch, {
+            "correct": correct, "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+    def loop_scalars(self, totals, steps):
+        scalars = {"loss": totals["loss"] / steps}
+        if not self.regression:
+            scalars["accuracy"] = totals["correct"] / max(totals["examples"], 1)
+        return scalars
+
+
+def feature_spec(max_seq_length, regression):
+    ints = tf.io.FixedLenFeature
+    return {
+        "input_ids": ints([max_seq_length], tf.int64),
+        "input_mask": ints([max_seq_length], tf.int64),
+        "segment_ids": ints([max_seq_length], tf.int64),
+        "label_ids": ints([], tf.float32 if regression else tf.int64),
+        "is_real_example": ints([], tf.int64),
+    }
+
+
+def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
+                       drop_remainder=False, seed=12345, skip_batches=0):
+    """Batches of `write_features` records, keyed as `BertClassifier`'s inputs.
+
+    Training: repeated, shuffled in a 100-record buffer and batched with a fixed shape, as the
+    original; deterministic for a seed, so a resumed run skips the `skip_batches` batches it
+    already trained on. Otherwise: in file order, once, each record with its "example_index".
+    """
+    records = tf.data.TFRecordDataset(path)
+    if is_training:
+        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
+        records = records.skip(skip_batches * batch_size)
+        batches = records.batch(batch_size, drop_remainder=True)
+    else:
+        batches = records.enumerate().batch(batch_size, drop_remainder=drop_remainder)
+    spec = feature_spec(max_seq_length, regression)
+
+    def parse(*batch):
+        index, serialized = batch if len(batch) == 2 else (None, batch[0])
+        features = tf.io.parse_example(serialized, spec)
+        inputs = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                  for name, value in features.items()}
+        inputs["token_type_ids"] = inputs.pop("segment_ids")
+        if index is not None:
+            inputs["example_index"] = index
+        return inputs
+
+    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def evaluate(trainer, dataset, batch_size, task_name):
+    """The original's eval results, plus the task's GLUE metric, over the real examples.
+
+    Returns:
+      dict: eval_accuracy (classification), eval_loss (mean per-example loss), global_step,
+      loss (mean over batches of each batch's mean loss, as the Estimator's `loss`), and
+      `glue_metrics.task_metrics` (F1, Matthews correlation, Pearson/Spearman).
+    """
+    score = "predictions" if trainer.regression else "logits"
+    outputs = trainer.predict(dataset, ["per_example_loss", "label_ids", "is_real_example",
+                                        score])
+    real = outputs["is_real_example"].astype(bool)
+    if not real.any():
+        raise ValueError("the evaluation set has no examples")
+    losses = outputs["per_example_loss"].astype(np.float64)
+    batch_means = [losses[start:start + batch_size][real[start:start + batch_size]].mean()
+                   for start in range(0, len(losses), batch_size)
+                   if real[start:start + batch_size].any()]
+    labels = outputs["label_ids"][real]
+    predictions = (outputs[score][real] if trainer.regression
+                   else np.argmax(outputs[score][real], axis=-1))
+    results = {"eval_loss": float(losses[real].mean()), "global_step": trainer.global_step,
+               "loss": float(np.mean(batch_means))}
+    if not trainer.regression:
+        results["eval_accuracy"] = glue_metrics.accuracy(labels, predictions)
+    results.update(glue_metrics.task_metrics(task_name, labels, predictions))
+    return results
+
+
+def predict(trainer, dataset):
+    """Per real example, in input order: the class probabilities [N, num_labels], or the
+    regression predictions [N, 1]."""
+    name = "predictions" if trainer.regression else "probabilities"
+    outputs = trainer.predict(dataset, [name, "is_real_example"])
+    values = outputs[name][outputs["is_real_example"].astype(bool)]
+    return values.reshape(len(values), -1)
+
+
+def write_test_results(values, path):
+    """The original's test_results.tsv: one line per example, its values tab-separated."""
+    temp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(temp, "w") as writer:
+        for row in values:
+            writer.write("\t".join(str(value) for value in row) + "\n")
+    tf.io.gfile.rename(temp, path, overwrite=True)
