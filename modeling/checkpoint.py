@@ -54,6 +54,7 @@ def resolve_checkpoint(ckpt_path):
     A directory resolves to the latest checkpoint its `checkpoint` state file names or, as in
     Google's released zips, which carry no state file, to its only `*.index` checkpoint.
     """
+    ckpt_path = os.fspath(ckpt_path)
     if tf.io.gfile.isdir(ckpt_path):
         latest = tf.train.latest_checkpoint(ckpt_path)
         if latest is not None:

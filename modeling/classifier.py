@@ -7,6 +7,8 @@ from modeling import layers
 from modeling.bert_model import BertModel
 from modeling.config import BertConfig
 
+HEAD_DROPOUT_PROB = 0.1  # the original's, on the pooled output, whatever the config says
+
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertClassifier(keras.Model):
@@ -26,7 +28,7 @@ class BertClassifier(keras.Model):
             raise ValueError(f"a regression head has one output, got num_labels={num_labels}")
         self.num_labels, self.regression = num_labels, regression
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(0.1)  # the original's, whatever the config says
+        self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
         # Created outside any layer's scope, so their paths are the original's root names.
         self.output_weights = keras.Variable(
             layers.initializer(0.02)((num_labels, self.config.hidden_size)),

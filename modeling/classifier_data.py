@@ -218,8 +218,10 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer):
     packed = feature_extraction.convert_examples_to_features(
         [feature_extraction.InputExample(0, example.text_a, example.text_b)], max_seq_length,
         tokenizer)[0]
-    label_id = float(example.label) if not label_list else (
-        0 if example.label is None else label_list.index(example.label))
+    if example.label is None:  # a test example: the original writes label 0
+        label_id = 0 if label_list else 0.0
+    else:
+        label_id = label_list.index(example.label) if label_list else float(example.label)
     return InputFeatures(packed.input_ids, packed.input_mask, packed.input_type_ids, label_id)
 
 

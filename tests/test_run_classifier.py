@@ -1,0 +1,357 @@
+"""run_classifier.py end to end: fine-tune, eval, predict, export, and the SavedModel served by
+a process that has only TensorFlow and tensorflow-text."""
+import json
+import math
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import DATA, REFS, ROOT
+from modeling import BertConfig, checkpoint
+from modeling.classifier import BertClassifier
+from scripts import run_script, script_command, script_env
+
+SEQ = 24
+PAIRS = [  # invented
+    ("the keeper lit the lamp at dusk", "at dusk the lamp was lit by the keeper", "1"),
+    ("the boat left the harbour early", "the market closed before noon", "0"),
+    ("children carried stones to the wall", "the wall was built with stones by children", "1"),
+    ("the river rose in the spring", "the baker sold bread in the square", "0"),
+    ("a storm broke the old mast", "the old mast was broken by a storm", "1"),
+    ("the library kept maps of the coast", "fish were heavy in the nets", "0"),
+]
+LONG = " ".join(["the lighthouse keeper climbed the winding stairs once more"] * 12)
+TEST_ROWS = [  # mixed lengths: empty, far beyond SEQ, non-ASCII, an empty text_b
+    ("", "the lamp was lit"),
+    (LONG, "he was tired"),
+    ("Ünïcödé façade — naïve café 東京 ½", "Crème brûlée in the Straße"),
+    ("the sea was calm", ""),
+    ("the keeper lit the lamp", "the lamp was lit by the keeper"),
+]
+
+
+def require_shared():
+    if not REFS.exists():
+        pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
+
+
+def write_config(path, dropout=0.1):
+    path.write_text(json.dumps({
+        "vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64,
+        "type_vocab_size": 2, "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout}))
+    return path
+
+
+def write_mrpc(directory, train_copies=6):
+    """MRPC's layout: header, then quality, #1 ID, #2 ID, #1 String, #2 String."""
+    directory.mkdir(parents=True, exist_ok=True)
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = [f"{label}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (a, b, label) in enumerate(PAIRS)]
+    (directory / "train.tsv").write_text(header + "".join(rows * train_copies), "utf-8")
+    (directory / "dev.tsv").write_text(header + "".join(rows), "utf-8")
+    test = [f"{i}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (a, b) in enumerate(TEST_ROWS)]
+    (directory / "test.tsv").write_text("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "".join(test), "utf-8")
+    return directory
+
+
+def classifier_flags(data_dir, config, output_dir, *extra, task="MRPC"):
+    return [f"--task_name={task}", f"--data_dir={data_dir}", f"--bert_config_file={config}",
+            f"--vocab_file={REFS / 'vocab/uncased_vocab.txt'}", f"--output_dir={output_dir}",
+            f"--max_seq_length={SEQ}", "--train_batch_size=4", "--eval_batch_size=4",
+            "--predict_batch_size=4", "--learning_rate=1e-3", "--num_train_epochs=2",
+            "--save_checkpoints_steps=5", "--iterations_per_loop=3", *extra]
+
+
+def count_rows(path):
+    return len(path.read_text("utf-8").rstrip("\n").split("\n"))
+
+
+def read_results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+def read_test_results(path):
+    return np.array([[float(v) for v in line.split("\t")]
+                     for line in path.read_text().splitlines()])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One fine-tuning run with every output: train, eval, predict, export."""
+    require_shared()
+    root = tmp_path_factory.mktemp("classifier")
+    data, config = write_mrpc(root / "data"), write_config(root / "config.json")
+    process = run_script("run_classifier.py", *classifier_flags(
+        data, config, root / "out", "--do_train", "--do_eval", "--do_predict",
+        f"--export_dir={root / 'serving'}"))
+    return root, process
+
+
+def test_train_eval_predict_write_the_original_outputs(trained):
+    root, process = trained
+    out = root / "out"
+    steps = int(len(PAIRS) * 6 / 4 * 2)  # int(examples / batch * epochs), as the original
+    results = read_results(out / "eval_results.txt")
+    assert list(results) == sorted(results)
+    assert set(results) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"}
+    assert int(results["global_step"]) == steps
+    accuracy = float(results["eval_accuracy"])
+    assert accuracy * len(PAIRS) == pytest.approx(round(accuracy * len(PAIRS)))
+    assert 0 < float(results["eval_loss"]) < 5 and 0 <= float(results["eval_f1"]) <= 1
+    for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint",
+                 f"ckpt-{steps}.index"):
+        assert (out / name).exists(), name
+    assert sum(1 for _ in tf.data.TFRecordDataset(str(out / "train.tf_record"))) == 36
+    probabilities = read_test_results(out / "test_results.tsv")
+    assert probabilities.shape == (len(TEST_ROWS), 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-6)
+    assert re.search(rf"step {steps}/{steps}: loss", process.stderr)
+
+
+def test_the_original_format_checkpoint_loads_strictly(trained):
+    root, _ = trained
+    path = root / "out/export/bert_model.ckpt"
+    model = BertClassifier(BertConfig.from_json_file(root / "config.json"), num_labels=2)
+    result = checkpoint.load_original(model, path)
+    assert "output_weights" in result.loaded and not result.unused and not result.not_found
+    assert any(name.endswith("/adam_m") for name in result.skipped)
+    assert tf.train.load_checkpoint(str(path)).get_tensor("global_step") == 18
+
+
+TF_ONLY_CLIENT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops
+export_dir, records, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+loaded = tf.saved_model.load(export_dir)
+text = loaded.signatures["serving_default"](
+    text_a=tf.constant([a for a, _ in rows]), text_b=tf.constant([b for _, b in rows]))
+spec = {name: tf.io.FixedLenFeature([int(sys.argv[4])], tf.int64)
+        for name in ("input_ids", "input_mask", "segment_ids")}
+features = {name: tf.cast(value, tf.int32) for name, value in tf.io.parse_example(
+    list(tf.data.TFRecordDataset(records).as_numpy_iterator()), spec).items()}
+ids = loaded.signatures["ids"](**features)
+labels = open(loaded.labels_asset.asset_path.numpy().decode(), encoding="utf-8").read().split()
+ours = sorted(name for name in sys.modules if name.split(".")[0] in ("modeling", "run_classifier"))
+print(json.dumps({
+    "text": text["probabilities"].numpy().tolist(), "ids": ids["probabilities"].numpy().tolist(),
+    "label_ids": text["label_ids"].numpy().tolist(),
+    "labels": [s.decode() for s in text["labels"].numpy()], "asset_labels": labels,
+    "signatures": sorted(loaded.signatures), "our_modules": ours}))
+"""
+
+
+def test_savedmodel_served_by_tensorflow_alone_equals_do_predict(trained):
+    root, _ = trained
+    versions = [p for p in (root / "serving").iterdir() if not p.name.startswith(".")]
+    assert len(versions) == 1 and versions[0].name.isdigit()
+    process = subprocess.run(
+        [sys.executable, "-c", TF_ONLY_CLIENT, str(versions[0]),
+         str(root / "out/predict.tf_record"), json.dumps(TEST_ROWS), str(SEQ)],
+        capture_output=True, text=True, env=script_env(PYTHONPATH=""), cwd=root,
+        timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    served = json.loads(process.stdout.splitlines()[-1])
+    assert served["our_modules"] == []
+    assert served["signatures"] == ["ids", "serving_default"]
+    expected = read_test_results(root / "out/test_results.tsv")
+    np.testing.assert_allclose(served["text"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(served["ids"], expected, atol=1e-5, rtol=0)
+    assert served["label_ids"] == np.argmax(expected, axis=1).tolist()
+    assert served["asset_labels"] == ["0", "1"]
+    assert served["labels"] == [str(i) for i in served["label_ids"]]
+
+
+def test_saved_model_cli_lists_both_signatures(trained):
+    root, _ = trained
+    version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
+    process = subprocess.run(["saved_model_cli", "show", "--all", "--dir", str(version)],
+                             capture_output=True, text=True, env=script_env(), timeout=300)
+    assert process.returncode == 0, process.stderr[-2000:]
+    listing = process.stdout
+    for needle in ("signature_def['serving_default']", "signature_def['ids']",
+                   "inputs['text_a']", "inputs['text_b']", "inputs['input_ids']",
+                   "outputs['probabilities']", "outputs['label_ids']", "outputs['labels']"):
+        assert needle in listing, needle
+
+
+def test_export_from_the_fine_tuned_checkpoint_alone(trained, tmp_path):
+    root, _ = trained
+    run_script("run_classifier.py", *classifier_flags(
+        root / "data", root / "config.json", tmp_path / "out",
+        f"--init_checkpoint={root / 'out/export/bert_model.ckpt'}",
+        f"--export_dir={tmp_path / 'serving'}", "--do_predict"))
+    np.testing.assert_allclose(read_test_results(tmp_path / "out/test_results.tsv"),
+                               read_test_results(root / "out/test_results.tsv"), atol=1e-6)
+    assert len([p for p in (tmp_path / "serving").iterdir() if p.name.isdigit()]) == 1
+
+
+def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(tmp_path):
+    require_shared()
+    data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json")
+    run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "pre",
+                                                      "--do_train", "--num_train_epochs=0.2"))
+    bare = tmp_path / "bare/bert_model.ckpt"
+    from modeling import BertModel
+    model = BertModel(BertConfig.from_json_file(config))
+    checkpoint.load_original(model, tmp_path / "pre/export/bert_model.ckpt")
+    checkpoint.save_original(model, str(bare))
+    process = run_script("run_classifier.py", *classifier_flags(
+        data, config, tmp_path / "out", f"--init_checkpoint={bare}",
+        f"--export_dir={tmp_path / 'serving'}"), check=False)
+    assert process.returncode == 2
+    assert "has no classifier head (output_bias, output_weights)" in process.stderr
+    assert not (tmp_path / "serving").exists() or not any((tmp_path / "serving").iterdir())
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    require_shared()
+    data, config = write_mrpc(tmp_path / "data", train_copies=20), write_config(
+        tmp_path / "config.json")
+    common = ("--do_train", "--do_predict", "--save_checkpoints_steps=10",
+              "--iterations_per_loop=2")
+    run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "whole", *common))
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(script_command("run_classifier.py", *classifier_flags(
+        data, config, killed, *common)), env=script_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (killed / "ckpt-10.index").exists() and process.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "export").exists(), "killed too late to test anything"
+    resumed = run_script("run_classifier.py", *classifier_flags(data, config, killed, *common))
+    assert "Resumed from" in resumed.stderr
+    np.testing.assert_allclose(read_test_results(killed / "test_results.tsv"),
+                               read_test_results(tmp_path / "whole/test_results.tsv"),
+                               atol=1e-6)
+
+
+def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
+    require_shared()
+    data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json", 0.0)
+    common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
+    # Replicas draw their own dropout masks: without dropout the updates must be equal.
+    runner = ("import sys, runpy, tensorflow as tf\n"
+              "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+              "tf.config.set_logical_device_configuration(\n"
+              "    cpu, [tf.config.LogicalDeviceConfiguration()] * int(sys.argv[1]))\n"
+              "import modeling.classifier\n"
+              "modeling.classifier.HEAD_DROPOUT_PROB = 0.0\n"
+              "sys.argv = sys.argv[2:]\n"
+              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
+        process = subprocess.run(
+            [sys.executable, "-c", runner, str(devices), str(ROOT / "run_classifier.py"),
+             *classifier_flags(data, config, tmp_path / directory, *common,
+                               f"--distribution_strategy={strategy}")],
+            capture_output=True, text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
+        assert process.returncode == 0, process.stderr[-3000:]
+    # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
+    np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
+                               read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)
+    one, two = (read_results(tmp_path / d / "eval_results.txt") for d in ("one", "two"))
+    assert one.keys() == two.keys()
+    for key in one:
+        assert float(two[key]) == pytest.approx(float(one[key]), abs=1e-5), key
+
+
+def test_mnli_evaluates_and_predicts_matched_and_mismatched(tmp_path):
+    require_shared()
+    data = tmp_path / "mnli"
+    data.mkdir()
+    labels = ["entailment", "neutral", "contradiction"]
+    header = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                        "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
+                        "sentence1", "sentence2", "label1", "gold_label"]) + "\n"
+
+    def rows(count, with_label=True):
+        lines = []
+        for i in range(count):
+            a, b, _ = PAIRS[i % len(PAIRS)]
+            label = [labels[i % 3]] if with_label else []
+            lines.append("\t".join([str(i), "0", "0", "fiction", "", "", "", "", a, b, *label,
+                                    *label]) + "\n")
+        return header + "".join(lines)
+    (data / "train.tsv").write_text(rows(12), "utf-8")
+    for name, count in (("matched", 5), ("mismatched", 7)):
+        (data / f"dev_{name}.tsv").write_text(rows(count), "utf-8")
+        (data / f"test_{name}.tsv").write_text(rows(count + 1, with_label=False), "utf-8")
+    config = write_config(tmp_path / "config.json")
+    run_script("run_classifier.py", *classifier_flags(
+        data, config, tmp_path / "out", "--do_train", "--do_eval", "--do_predict",
+        "--num_train_epochs=1", task="mnli"))
+    results = read_results(tmp_path / "out/eval_results.txt")
+    assert set(results) == {"eval_accuracy", "eval_loss", "loss", "global_step",
+                            "eval_accuracy_mismatched", "eval_loss_mismatched",
+                            "loss_mismatched"}
+    assert float(results["eval_accuracy"]) * 5 == pytest.approx(
+        round(float(results["eval_accuracy"]) * 5))
+    assert float(results["eval_accuracy_mismatched"]) * 7 == pytest.approx(
+        round(float(results["eval_accuracy_mismatched"]) * 7))
+    assert read_test_results(tmp_path / "out/test_results.tsv").shape == (6, 3)
+    assert read_test_results(tmp_path / "out/test_results_mismatched.tsv").shape == (8, 3)
+
+
+@pytest.mark.parametrize("task, metrics", [
+    ("CoLA", {"eval_accuracy", "eval_mcc"}),
+    ("MRPC", {"eval_accuracy", "eval_f1"}),
+    ("STS-B", {"eval_pearson", "eval_spearman"}),
+])
+def test_real_glue_tasks_give_their_metrics(task, metrics, tmp_path):
+    require_shared()
+    data_dir = DATA / "glue" / task
+    if not data_dir.exists():
+        pytest.skip(f"{data_dir} is absent")
+    config = write_config(tmp_path / "config.json")
+    run_script("run_classifier.py", *classifier_flags(
+        data_dir, config, tmp_path / "out", "--do_train", "--do_eval", "--do_predict",
+        "--num_train_epochs=0.02", "--train_batch_size=32", "--eval_batch_size=64",
+        "--predict_batch_size=64", task=task))
+    results = read_results(tmp_path / "out/eval_results.txt")
+    assert set(results) == metrics | {"eval_loss", "global_step", "loss"}
+    assert all(math.isfinite(float(v)) for v in results.values())
+    dev_rows = sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / "out/eval.tf_record")))
+    test_lines = count_rows(data_dir / "test.tsv") - 1
+    predictions = read_test_results(tmp_path / "out/test_results.tsv")
+    assert predictions.shape == (test_lines, 1 if task == "STS-B" else 2)
+    assert dev_rows == count_rows(data_dir / "dev.tsv") - (task != "CoLA")  # CoLA: no header
+
+
+@pytest.mark.parametrize("bad_flag, message", [
+    ("--task_name=nope", "Task not found: 'nope'; known tasks: ['cola', 'mnli'"),
+    ("--max_seq_length=65", "--max_seq_length=65 must be between 3 and max_position_embeddings"),
+    ("--train_batch_size=0", "--train_batch_size must be positive, got 0"),
+])
+def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
+    require_shared()
+    data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json")
+    process = run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "out",
+                                                                "--do_train", bad_flag),
+                         check=False)
+    assert process.returncode == 2
+    assert message in process.stderr
+    assert "Traceback" not in process.stderr
+
+
+def test_a_bad_row_names_the_file_and_line(tmp_path):
+    require_shared()
+    data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json")
+    with open(data / "train.tsv", "a", encoding="utf-8") as writer:
+        writer.write("maybe\t1\t2\ta\tb\n")
+    process = run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "out",
+                                                                "--do_train"), check=False)
+    assert process.returncode == 2
+    assert f"{data / 'train.tsv'}:38: unknown label 'maybe'" in process.stderr
