@@ -1,0 +1,41 @@
+"""Queries a run_classifier.py SavedModel the way a serving client would: TensorFlow and
+tensorflow-text only, nothing of this project.
+
+  python query_savedmodel.py EXPORT_DIR "first sentence" "second sentence" ...
+
+EXPORT_DIR is the --export_dir of run_classifier.py (its newest numbered version is used) or one
+version folder. For sentence-pair models, give each pair as "text_a ||| text_b".
+"""
+import os
+import sys
+
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the in-graph tokenizer's ops
+
+
+def newest_version(export_dir):
+    versions = [name for name in os.listdir(export_dir) if name.isdigit()]
+    return os.path.join(export_dir, max(versions, key=int)) if versions else export_dir
+
+
+def main(export_dir, texts):
+    serve = tf.saved_model.load(newest_version(export_dir)).signatures["serving_default"]
+    inputs = serve.structured_input_signature[1]
+    pairs = [text.split(" ||| ", 1) + [""] for text in texts]
+    args = {"text_a": tf.constant([pair[0] for pair in pairs])}
+    if "text_b" in inputs:
+        args["text_b"] = tf.constant([pair[1] for pair in pairs])
+    outputs = serve(**args)
+    for index, text in enumerate(texts):
+        if "predictions" in outputs:
+            print(f"{float(outputs['predictions'][index]):.4f}\t{text}")
+        else:
+            label = outputs["labels"][index].numpy().decode()
+            probabilities = " ".join(f"{p:.3f}" for p in outputs["probabilities"][index].numpy())
+            print(f"{label}\t[{probabilities}]\t{text}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2:])
