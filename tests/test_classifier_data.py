@@ -118,3 +118,24 @@ def test_xnli_in_the_originals_layout(tmp_path):
         ("他在睡觉。", "他在做梦。", "neutral"), ("天很冷。", "天很热。", "contradiction")]
     train = processor.get_train_examples(str(tmp_path))
     assert [(e.text_a, e.text_b, e.label) for e in train] == [("前提", "假设", "contradiction")]
+
+
+def test_real_xnli_dev_rewritten_in_the_originals_layout(data, tmp_path):
+    """XTREME's per-language files (premise, hypothesis, label; CRLF) as XNLI-1.0/xnli.dev.tsv
+    rows: language, gold_label, four unused columns, sentence1, sentence2."""
+    rows = ["language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\t"
+            "sentence1_parse\tsentence2_parse\tsentence1\tsentence2"]
+    source = {}
+    for language in ("en", "zh"):
+        with open(data / f"xnli_xtreme/dev-{language}.tsv", encoding="utf-8", newline="") as f:
+            lines = f.read().split("\r\n")
+        source[language] = [line.split("\t") for line in lines if line]
+        rows += [f"{language}\t{label}\t\t\t\t\t{a}\t{b}" for a, b, label in source[language]]
+    (tmp_path / "XNLI-1.0").mkdir()
+    (tmp_path / "XNLI-1.0/xnli.dev.tsv").write_text("\n".join(rows) + "\n", "utf-8")
+    dev = classifier_data.get_processor("xnli").get_dev_examples(str(tmp_path))
+    assert [(e.text_a, e.text_b, e.label) for e in dev] == [tuple(r) for r in source["zh"]]
+    assert len(dev) == 2490
+    assert {label: sum(e.label == label for e in dev) for label in
+            ("contradiction", "entailment", "neutral")} == dict.fromkeys(
+                ("contradiction", "entailment", "neutral"), 830)
