@@ -1,0 +1,69 @@
+"""Fine-tuning and predicting a `BertSpanModel` as the original `run_squad.py`, on any
+`tf.distribute` strategy: its input pipeline, loss and raw results."""
+import tensorflow as tf
+
+from modeling.span_model import BertSpanModel
+from modeling.training import Trainer
+
+SHUFFLE_BUFFER = 100  # records, as the original
+
+
+class SquadTrainer(Trainer):
+    """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
+    batch; the span head starts random unless the checkpoint has it."""
+    METRICS = ("loss", "examples")
+    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias")
+
+    def build_model(self, config):
+        return BertSpanModel(config)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        per_example = outputs["per_example_loss"]
+        return tf.reduce_sum(per_example) / global_batch, {
+            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+
+def feature_spec(max_seq_length, is_training):
+    ints = tf.io.FixedLenFeature
+    spec = {"unique_ids": ints([], tf.int64),
+            "input_ids": ints([max_seq_length], tf.int64),
+            "input_mask": ints([max_seq_length], tf.int64),
+            "segment_ids": ints([max_seq_length], tf.int64)}
+    if is_training:
+        spec.update(start_positions=ints([], tf.int64), end_positions=ints([], tf.int64),
+                    is_impossible=ints([], tf.int64))
+    return spec
+
+
+def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
+    """Batches of `squad_data.FeatureWriter` records, keyed as `BertSpanModel`'s inputs.
+
+    Training: repeated, shuffled in a 100-record buffer, fixed batch shape, as the original;
+    deterministic for a seed, so a resumed run skips the batches it already trained on.
+    Prediction: in file order, once, each record with its "example_index".
+    """
+    records = tf.data.TFRecordDataset(path)
+    if is_training:
+        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
+        batches = records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
+    else:
+        batches = records.enumerate().batch(batch_size)
+    spec = feature_spec(max_seq_length, is_training)
+
+    def parse(*batch):
+        index, serialized = batch if len(batch) == 2 else (None, batch[0])
+        features = tf.io.parse_example(serialized, spec)
+        inputs = {name: value if name == "unique_ids" else tf.cast(value, tf.int32)
+                  for name, value in features.items()}
+        inputs["token_type_ids"] = inputs.pop("segment_ids")
+        if index is not None:
+            inputs["example_index"] = index
+        return inputs
+
+    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def predict_logits(trainer, dataset):
+    """(unique_ids [N] int64, start_logits [N, T], end_logits [N, T]) in input order."""
+    outputs = trainer.predict(dataset, ["unique_ids", "start_logits", "end_logits"])
+    return outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"]
