@@ -389,6 +389,8 @@ class GraphTokenizer(tf.Module):
             (ids, starts, limits): tf.RaggedTensor int32 [B, (tokens)], and int64 [B, (tokens)]
             byte offsets of the start and end (exclusive) of each token's word in its string.
         """
+        # The splitter stops at a NUL byte; \x01, also dropped, keeps the offsets.
+        texts = tf.strings.regex_replace(texts, "\x00", "\x01")
         words, starts, limits = tf_text.regex_split_with_offsets(
             texts, self._word_delimiters, self._kept_delimiters)
         pieces = self._wordpiece.tokenize(self._fix_words(self._normalize(words.flat_values)))
