@@ -191,7 +191,9 @@ def _predict(trainer, tokenizer, record_dir, chief):
         FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
     with tf.io.gfile.GFile(FLAGS.predict_file) as reader:
         dataset = json.load(reader)
-    if squad_evaluate.has_answers(dataset) and chief:
+    answered = any(qa.get("answers") for article in dataset["data"]
+                   for paragraph in article["paragraphs"] for qa in paragraph["qas"])
+    if answered and chief:
         results = (squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
                    if FLAGS.version_2_with_negative
                    else squad_evaluate.evaluate_v1(dataset["data"], predictions))

@@ -13,6 +13,7 @@ class SquadTrainer(Trainer):
     batch; the span head starts random unless the checkpoint has it."""
     METRICS = ("loss", "examples")
     OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias")
+    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def build_model(self, config):
         return BertSpanModel(config)

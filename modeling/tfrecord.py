@@ -27,7 +27,8 @@ def _encode_varint(value):
 _SMALL_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # lengths and tags are small
 
 
-def _varint(value):
+def varint(value):
+    """The protobuf varint bytes of a non-negative int."""
     return _SMALL_VARINTS[value] if value < 16384 else _encode_varint(value)
 
 
@@ -35,7 +36,7 @@ class VarintTable:
     """Varint encodings of 0..size-1, precomputed: encoding ids becomes a join of lookups."""
 
     def __init__(self, size):
-        self.table = [_varint(i) for i in range(size)]
+        self.table = [varint(i) for i in range(size)]
 
     def encode(self, values):
         table = self.table
@@ -44,7 +45,7 @@ class VarintTable:
 
 def _field(number, payload):
     """A length-delimited protobuf field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def int64_feature(packed_varints):

@@ -25,11 +25,15 @@ class Trainer:
     Subclasses define:
       METRICS: names of the per-step values summed over a loop ("loss" among them).
       OPTIONAL_VARIABLES: checkpoint names of head variables a pre-trained checkpoint lacks.
+      UNTRAINED_PREFIXES: checkpoint-name prefixes of variables the task's loss never reaches
+        (the pooler, for span heads); the original's optimizer skips their None gradients,
+        so they get no update and no weight decay.
       build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
       loop_scalars(totals, steps).
     """
     METRICS = ("loss",)
     OPTIONAL_VARIABLES = ()
+    UNTRAINED_PREFIXES = ()
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
                  use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1):
@@ -40,7 +44,7 @@ class Trainer:
             self.model = self.build_model(config)
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps, optimizer)
-            self.optimizer.build(self.model.trainable_variables)
+            self.optimizer.build(self.trained_variables)
             self.loss_scale = LossScale() if self.model.compute_dtype == "float16" else None
         # The dropout generators' states are saved too, so that a resumed run draws the masks
         # an uninterrupted one would have drawn.
@@ -54,6 +58,12 @@ class Trainer:
 
     def build_model(self, config):
         raise NotImplementedError
+
+    @property
+    def trained_variables(self):
+        """The model's trainable variables but those under UNTRAINED_PREFIXES."""
+        return [v for v in self.model.trainable_variables
+                if not checkpoint.checkpoint_name(v).startswith(self.UNTRAINED_PREFIXES)]
 
     def global_counts(self, batch):
         """All-reduced counts the loss is normalized by: by default the global batch size.
@@ -103,7 +113,7 @@ class Trainer:
         return []
 
     def _forward_backward_fn(self, batch, counts, loss_scale):
-        variables = self.model.trainable_variables
+        variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
             loss, metrics = self.replica_loss(outputs, batch, *counts)
@@ -129,12 +139,12 @@ class Trainer:
             # An overflow skips the step: no change to weights, slots or the step count.
             finite = tf.math.is_finite(norm)
             self.optimizer.apply_condition = finite
-            self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
+            self.optimizer.apply_gradients(zip(clipped, self.trained_variables))
             self.optimizer.apply_condition = None
             self.optimizer.iterations.assign_sub(tf.cast(tf.logical_not(finite), tf.int64))
             self.loss_scale.update(finite)
         else:
-            self.optimizer.apply_gradients(zip(clipped, self.model.trainable_variables))
+            self.optimizer.apply_gradients(zip(clipped, self.trained_variables))
         return metrics
 
     def _accumulate(self, batch, counts, scale):
@@ -142,7 +152,7 @@ class Trainer:
         micro-batch's activations are alive. The losses are already normalized by the counts
         of the whole batch, so the sum is the whole batch's gradient."""
         size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
-        gradients = [tf.zeros_like(v) for v in self.model.trainable_variables]
+        gradients = [tf.zeros_like(v) for v in self.trained_variables]
         metrics = {key: tf.constant(0.0) for key in self.METRICS}
         for index in tf.range(self.num_accumulation_steps):
             micro_batch = {name: value[index * size:(index + 1) * size]
@@ -249,7 +259,7 @@ class Trainer:
         """Writes the model, its Adam slots and `global_step` in the original name-based format,
         as the original's `model.ckpt-N` files, for the original tools and the other scripts."""
         slots = {}
-        for variable, m, v in zip(self.model.trainable_variables, self.optimizer.adam_m,
+        for variable, m, v in zip(self.trained_variables, self.optimizer.adam_m,
                                   self.optimizer.adam_v):
             name = checkpoint.checkpoint_name(variable)
             slots[f"{name}/adam_m"] = m

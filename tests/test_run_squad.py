@@ -1,0 +1,165 @@
+"""run_squad.py end to end on the invented refs/squad file: fine-tune, predict, score, export,
+and the SavedModel answering questions in a process with only TensorFlow and tensorflow-text."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REFS
+from modeling import BertConfig, checkpoint
+from modeling.span_model import BertSpanModel
+from scripts import run_script, script_env
+
+SEQ = 192  # every context of tiny_squad_v2.json fits one window
+
+
+def require_shared():
+    if not REFS.exists():
+        pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
+
+
+def write_config(path):
+    path.write_text(json.dumps({
+        "vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": SEQ,
+        "type_vocab_size": 2}))
+    return path
+
+
+def squad_flags(config, output_dir, *extra, seq=SEQ):
+    squad = REFS / "squad/tiny_squad_v2.json"
+    return [f"--bert_config_file={config}", f"--vocab_file={REFS / 'vocab/uncased_vocab.txt'}",
+            f"--output_dir={output_dir}", f"--train_file={squad}", f"--predict_file={squad}",
+            f"--max_seq_length={seq}", "--doc_stride=32", "--max_query_length=16",
+            "--train_batch_size=4", "--predict_batch_size=4", "--learning_rate=1e-3",
+            "--num_train_epochs=4", "--save_checkpoints_steps=5", "--iterations_per_loop=5",
+            "--version_2_with_negative=True", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    require_shared()
+    root = tmp_path_factory.mktemp("squad")
+    config = write_config(root / "config.json")
+    process = run_script("run_squad.py", *squad_flags(
+        config, root / "out", "--do_train", "--do_predict", f"--export_dir={root / 'serving'}"))
+    return root, process
+
+
+def test_train_and_predict_write_the_original_files_and_the_metric(trained):
+    root, process = trained
+    out = root / "out"
+    predictions = json.loads((out / "predictions.json").read_text())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    ids = [f"q{i}" for i in range(1, 11)]
+    assert sorted(predictions) == sorted(nbest) == sorted(null_odds) == sorted(ids)
+    assert all(0 < len(entries) <= 21 for entries in nbest.values())  # 20 + the null one
+    results = json.loads((out / "eval_results.json").read_text())
+    for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+                "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh",
+                "best_f1", "best_f1_thresh"):
+        assert key in results, key
+    assert results["total"] == 10 and results["HasAns_total"] == 9
+    steps = int(10 / 4 * 4)  # int(examples / batch * epochs): the original's count
+    assert f"step {steps}/{steps}" in process.stderr
+    for name in ("train.tf_record", "eval.tf_record", f"ckpt-{steps}.index"):
+        assert (out / name).exists(), name
+
+
+def test_the_original_format_checkpoint_loads_strictly(trained):
+    root, _ = trained
+    model = BertSpanModel(BertConfig.from_json_file(root / "config.json"))
+    result = checkpoint.load_original(model, root / "out/export/bert_model.ckpt")
+    assert "cls/squad/output_weights" in result.loaded and not result.unused
+
+
+TF_ONLY_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops
+export_dir, squad, records, seq = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+loaded = tf.saved_model.load(export_dir)
+questions, contexts, ids = [], [], []
+for article in json.load(open(squad, encoding="utf-8"))["data"]:
+    for paragraph in article["paragraphs"]:
+        for qa in paragraph["qas"]:
+            questions.append(qa["question"]); contexts.append(paragraph["context"])
+            ids.append(qa["id"])
+answers = loaded.signatures["serving_default"](question=tf.constant(questions),
+                                               context=tf.constant(contexts))
+spec = {name: tf.io.FixedLenFeature([seq], tf.int64)
+        for name in ("input_ids", "input_mask", "segment_ids")}
+spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
+features = tf.io.parse_example(list(tf.data.TFRecordDataset(records).as_numpy_iterator()), spec)
+logits = loaded.signatures["ids"](**{name: tf.cast(features[name], tf.int32)
+                                     for name in ("input_ids", "input_mask", "segment_ids")})
+ours = sorted(name for name in sys.modules if name.split(".")[0] in ("modeling", "run_squad"))
+print(json.dumps({
+    "ids": ids, "contexts": contexts,
+    "answers": [a.decode() for a in answers["answer"].numpy()],
+    "start_char": answers["start_char"].numpy().tolist(),
+    "end_char": answers["end_char"].numpy().tolist(),
+    "start_logits": logits["start_logits"].numpy().tolist(), "our_modules": ours}))
+"""
+
+
+def test_savedmodel_answers_like_run_squad_in_a_tensorflow_only_process(trained):
+    root, _ = trained
+    version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
+    process = subprocess.run(
+        [sys.executable, "-c", TF_ONLY_CLIENT, str(version), str(REFS / "squad/tiny_squad_v2.json"),
+         str(root / "out/eval.tf_record"), str(SEQ)],
+        capture_output=True, text=True, env=script_env(PYTHONPATH=""), cwd=root, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    served = json.loads(process.stdout.splitlines()[-1])
+    assert served["our_modules"] == []
+    assert len(served["start_logits"]) == 10  # one window per question at this length
+    predictions = json.loads((root / "out/predictions.json").read_text())
+    for qid, context, answer, start, end in zip(served["ids"], served["contexts"],
+                                                served["answers"], served["start_char"],
+                                                served["end_char"]):
+        expected = predictions[qid]
+        if expected == "":
+            assert (answer, start, end) == ("", -1, -1), qid
+            continue
+        assert context[start:end] == answer, qid
+        # Whole words, where the original may cut inside one ("##ed"): ours contains it.
+        assert expected in answer and len(answer.split()) <= len(expected.split()) + 1, (
+            qid, expected, answer)
+
+
+def test_predictions_are_deterministic_from_the_checkpoint_alone(trained, tmp_path):
+    root, _ = trained
+    run_script("run_squad.py", *squad_flags(
+        root / "config.json", tmp_path / "out", "--do_predict",
+        f"--init_checkpoint={root / 'out/export/bert_model.ckpt'}"))
+    for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+        assert (tmp_path / "out" / name).read_text() == (root / "out" / name).read_text(), name
+
+
+def test_short_windows_give_several_features_per_question(trained, tmp_path):
+    root, _ = trained
+    run_script("run_squad.py", *squad_flags(
+        root / "config.json", tmp_path / "out", "--do_predict",
+        f"--init_checkpoint={root / 'out/export/bert_model.ckpt'}", seq=64))
+    ref = json.loads((REFS / "squad/predictions_v2/predictions.json").read_text())
+    ours = json.loads((tmp_path / "out/predictions.json").read_text())
+    assert sorted(ours) == sorted(ref)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"version": "v2.0"}', "no 'data' list"),
+    ("not json", "not JSON"),
+])
+def test_a_file_that_is_not_squad_is_a_one_line_error(content, message, tmp_path):
+    require_shared()
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    config = write_config(tmp_path / "config.json")
+    process = run_script("run_squad.py", *squad_flags(config, tmp_path / "out", "--do_predict",
+                                                      f"--predict_file={bad}"), check=False)
+    assert process.returncode == 2
+    assert str(bad) in process.stderr and "Traceback" not in process.stderr
