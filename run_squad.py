@@ -184,7 +184,7 @@ def _predict(trainer, tokenizer, record_dir, chief):
                for unique_id, start, end in zip(unique_ids, starts, ends)]
     directory = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="squad_predictions_")
     null_odds_file = os.path.join(directory, "null_odds.json")
-    predictions, _, null_odds = squad_postprocess.write_predictions(
+    squad_postprocess.write_predictions(
         examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
         FLAGS.do_lower_case, os.path.join(directory, "predictions.json"),
         os.path.join(directory, "nbest_predictions.json"), null_odds_file,
@@ -194,9 +194,10 @@ def _predict(trainer, tokenizer, record_dir, chief):
     answered = any(qa.get("answers") for article in dataset["data"]
                    for paragraph in article["paragraphs"] for qa in paragraph["qas"])
     if answered and chief:
-        results = (squad_evaluate.evaluate_v2(dataset["data"], predictions, null_odds)
-                   if FLAGS.version_2_with_negative
-                   else squad_evaluate.evaluate_v1(dataset["data"], predictions))
+        # As the official script run on these files: its version picks v1.1 or v2.0.
+        results = squad_evaluate.evaluate_file(
+            FLAGS.predict_file, os.path.join(directory, "predictions.json"),
+            null_odds_file if FLAGS.version_2_with_negative else None)
         logging.info("Official SQuAD metric: %s", results)
         temp = os.path.join(directory, f"eval_results.json.tmp-{os.getpid()}")
         with tf.io.gfile.GFile(temp, "w") as writer:
