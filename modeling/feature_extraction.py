@@ -139,3 +139,34 @@ def to_json_line(feature, layers):
         ]))
     record = collections.OrderedDict([("linex_index", feature.unique_id), ("features", tokens)])
     return json.dumps(record) + "\n"
+
+
+def read_token_vectors(json_line, layer_indexes=(-1, -2, -3, -4)):
+    """Reads one record of extract_features.py's output as features for a downstream model.
+
+    The paper's best feature-based NER input (section 5.3) concatenates the top four layers'
+    hidden states of each token.
+
+    Args:
+      json_line: str, one line of the output JSON.
+      layer_indexes: the layers to concatenate, in this order; each must be in the record.
+
+    Returns:
+      (tokens, vectors): the record's tokens ("[CLS]" ... "[SEP]"), and float32 numpy
+      [tokens, len(layer_indexes) * H].
+
+    Raises:
+      ValueError: a layer that extract_features.py was not asked for (its --layers).
+    """
+    record = json.loads(json_line)
+    tokens, rows = [], []
+    for feature in record["features"]:
+        by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
+        missing = [index for index in layer_indexes if index not in by_index]
+        if missing:
+            raise ValueError(f"line {record['linex_index']}: layers {missing} are not in the "
+                             f"record (it has {sorted(by_index)}); run extract_features.py "
+                             f"with --layers={','.join(map(str, layer_indexes))}")
+        tokens.append(feature["token"])
+        rows.append(np.concatenate([by_index[index] for index in layer_indexes]))
+    return tokens, np.asarray(rows, np.float32)

@@ -87,3 +87,18 @@ def test_script_errors_are_one_line(refs, tmp_path):
     assert process.returncode == 2
     assert "has 28996 tokens but" in process.stderr and "vocab_size=30522" in process.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_read_token_vectors_concatenates_the_top_four_layers():
+    feature = feature_extraction.InputFeatures(
+        unique_id=3, tokens=["[CLS]", "hi", "[SEP]"], input_ids=[1, 2, 3],
+        input_mask=[1, 1, 1], input_type_ids=[0, 0, 0])
+    layers = {index: np.arange(6, dtype=np.float32).reshape(3, 2) * 10 ** -index
+              for index in (-1, -2, -3, -4)}
+    line = feature_extraction.to_json_line(feature, layers)
+    tokens, vectors = feature_extraction.read_token_vectors(line)
+    assert tokens == ["[CLS]", "hi", "[SEP]"] and vectors.shape == (3, 8)
+    # Token 1, in the order -1, -2, -3, -4: [2, 3] x 10, x 100, x 1000, x 10000.
+    np.testing.assert_allclose(vectors[1], [20, 30, 200, 300, 2000, 3000, 20000, 30000])
+    with pytest.raises(ValueError, match=r"line 3: layers \[-5\] are not in the record"):
+        feature_extraction.read_token_vectors(line, (-1, -5))
