@@ -23,7 +23,7 @@ over all rounds, sentences/s (B x requests / their total time) and serving/bare 
 the ratio of every round's p50s is printed too, with the CPU other processes used in it.
 
 Usage:
-  python benchmarks/bench_serving.py                          # README's figures, ~6 min
+  python benchmarks/bench_serving.py                          # README's figures, ~5 min
   python benchmarks/bench_serving.py --precision=mixed_bfloat16
   python benchmarks/bench_serving.py --rounds=1 --requests=3 --batch_requests=1   # smoke test
 """
@@ -172,8 +172,10 @@ def build_jobs(args, classifier, serving, ids_signature, module):
         jobs[("bare", batch)] = Job([lambda f=forward, x=inputs: f(*x)])
         jobs[("ids", batch)] = Job([lambda x=ids: ids_signature(**x)])
         jobs[("tokenize", batch)] = Job([lambda t=t: pack(t) for t in texts])
-    jobs[("short", 1)] = Job([lambda t=t: serving(text_a=t)
-                              for t in requests_of(short_texts, 1, count)])
+    short = requests_of(short_texts, 1, count)
+    tokens = np.mean([int(tf.reduce_sum(pack(t)["input_mask"])) for t in short])
+    print(f"texts: {SEQ_LENGTH} tokens (long), {tokens:.1f} on average ({SHORT_WORDS} words)")
+    jobs[("short", 1)] = Job([lambda t=t: serving(text_a=t) for t in short])
     return jobs
 
 
@@ -191,7 +193,8 @@ def run_rounds(args, jobs):
                 for key in keys[shift:] + keys[:shift]:
                     samples[key][round_index].append(jobs[key].time())
         seconds = time.perf_counter() - start
-        loads.append((bench_forward.cpu_seconds_of_others() - others) / seconds)
+        # Clock ticks make a quiet round's share come out a hair below 0.
+        loads.append(max(0.0, (bench_forward.cpu_seconds_of_others() - others) / seconds))
         print(f"  round {round_index + 1}/{args.rounds}: {seconds:5.1f} s, other processes "
               f"used {loads[-1]:.2f} cores", flush=True)
     return samples, loads

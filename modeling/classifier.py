@@ -32,8 +32,9 @@ class BertClassifier(keras.Model):
         # Created outside any layer's scope, so their paths are the original's root names.
         self.output_weights = keras.Variable(
             layers.initializer(0.02)((num_labels, self.config.hidden_size)),
-            name="output_weights")
-        self.output_bias = keras.Variable(tf.zeros([num_labels]), name="output_bias")
+            name="output_weights", autocast=False)
+        self.output_bias = keras.Variable(tf.zeros([num_labels]), name="output_bias",
+                                          autocast=False)
         self.built = True
 
     def call(self, inputs, training=False):

@@ -235,7 +235,8 @@ def serialize_features(features, varints):
         ("input_mask", tfrecord.int64_feature(varints.encode(features.input_mask))),
         ("segment_ids", tfrecord.int64_feature(varints.encode(features.segment_ids))),
         ("label_ids", label),
-        ("is_real_example", tfrecord.int64_feature(varints.encode([int(features.is_real_example)]))),
+        ("is_real_example",
+         tfrecord.int64_feature(varints.encode([int(features.is_real_example)]))),
     ])
 
 

@@ -64,7 +64,7 @@ class MaskedLMHead(keras.layers.Layer):
     def build(self, input_shape=None):
         self.transform.build()
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
-                                           initializer="zeros")
+                                           initializer="zeros", autocast=False)
 
     def call(self, sequence_output, positions):
         """Log-probabilities over the vocabulary at the masked positions.
@@ -99,8 +99,9 @@ class NextSentenceHead(keras.layers.Layer):
         # [out, in] as the original, applied with transpose_b, so checkpoints copy unchanged.
         self.output_weights = self.add_weight(
             name="output_weights", shape=(2, self.hidden_size),
-            initializer=layers.initializer(self.initializer_range))
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
+            initializer=layers.initializer(self.initializer_range), autocast=False)
+        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros",
+                                           autocast=False)
 
     def call(self, pooled_output):
         """Args: pooled_output float [B, H]. Returns float32 log-probabilities [B, 2]."""

@@ -26,8 +26,9 @@ class SquadHead(keras.layers.Layer):
         # [out, in] as the original, applied with transpose_b, so checkpoints copy unchanged.
         self.output_weights = self.add_weight(
             name="output_weights", shape=(2, self.hidden_size),
-            initializer=layers.initializer(self.initializer_range))
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
+            initializer=layers.initializer(self.initializer_range), autocast=False)
+        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros",
+                                           autocast=False)
 
     def call(self, sequence_output):
         """Args: sequence_output float [B, T, H]. Returns float32 (start, end) logits [B, T]."""

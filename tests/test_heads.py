@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -58,3 +59,21 @@ def test_pretrainer_needs_all_labels_or_none(tiny_config, tiny_inputs):
     np.testing.assert_allclose(out["total_loss"], out["masked_lm_loss"] + out["next_sentence_loss"])
     assert out["masked_lm_example_loss"].shape == (3, 2)
     assert out["next_sentence_example_loss"].shape == (3,)
+
+
+def test_every_model_runs_eagerly_in_mixed_bfloat16(tiny_config, tiny_inputs):
+    """Head variables are read in float32 (no autocast), so float32 logits + bias add up."""
+    from modeling.classifier import BertClassifier
+    from modeling.span_model import BertSpanModel
+    from modeling.token_classifier import BertTokenClassifier
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        models = [BertPretrainer(tiny_config), BertClassifier(tiny_config, 3),
+                  BertSpanModel(tiny_config), BertTokenClassifier(tiny_config, 4)]
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    inputs = dict(tiny_inputs, masked_lm_positions=np.ones((3, 2), "int32"))
+    for model in models:
+        outputs = model(inputs)
+        logits = [v for k, v in outputs.items() if "logit" in k or "log_prob" in k]
+        assert logits and all(v.dtype == tf.float32 for v in logits), model.name
