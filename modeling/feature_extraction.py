@@ -6,7 +6,6 @@ import json
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from modeling import pretraining_pipeline
 
@@ -39,6 +38,7 @@ def read_examples(input_file):
     Raises:
       ValueError: a line is not valid UTF-8 (the original crashes there); names file and line.
     """
+    import tensorflow as tf  # here: the packing below serves data modules without TensorFlow
     with tf.io.gfile.GFile(input_file, "rb") as reader:
         data = reader.read()
     lines = data.split(b"\n")
@@ -102,6 +102,7 @@ def layer_outputs(model, features, layer_indexes, batch_size):
     Yields:
       (feature, {layer_index: float32 numpy [T, H]}) in input order.
     """
+    import tensorflow as tf
     num_layers = model.config.num_hidden_layers
     for index in layer_indexes:
         if not -num_layers <= index < num_layers:
