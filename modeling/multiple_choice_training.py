@@ -1,0 +1,77 @@
+"""Fine-tuning a `BertMultipleChoice` (SWAG) on any `tf.distribute` strategy."""
+import numpy as np
+import tensorflow as tf
+
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.multiple_choice_data import NUM_CHOICES
+from modeling.training import Trainer
+
+SHUFFLE_BUFFER = 100  # records, as run_classifier
+
+
+class MultipleChoiceTrainer(Trainer):
+    """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
+    batch; the scoring vector starts random unless the checkpoint has it."""
+    METRICS = ("loss", "correct", "examples")
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias")
+
+    def build_model(self, config):
+        return BertMultipleChoice(config)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        per_example = outputs["per_example_loss"]
+        predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+        labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
+        return tf.reduce_sum(per_example) / global_batch, {
+            "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
+            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+    def loop_scalars(self, totals, steps):
+        return {"loss": totals["loss"] / steps,
+                "accuracy": totals["correct"] / max(totals["examples"], 1.0)}
+
+
+def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
+                 seed=12345, skip_batches=0):
+    """Batches of `multiple_choice_data.write_features` records: int32 [B, 4, T] inputs,
+    `label_ids` [B], `is_real_example` [B]; training repeated and shuffled as the others,
+    otherwise in order, once, with "example_index"."""
+    records = tf.data.TFRecordDataset(path)
+    if is_training:
+        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
+        batches = records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
+    else:
+        batches = records.enumerate().batch(batch_size, drop_remainder=drop_remainder)
+    choices = NUM_CHOICES * max_seq_length
+    spec = {name: tf.io.FixedLenFeature([choices], tf.int64)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+    spec.update(label_ids=tf.io.FixedLenFeature([1], tf.int64),
+                is_real_example=tf.io.FixedLenFeature([1], tf.int64))
+
+    def parse(*batch):
+        index, serialized = batch if len(batch) == 2 else (None, batch[0])
+        features = tf.io.parse_example(serialized, spec)
+        inputs = {name: tf.reshape(tf.cast(features[key], tf.int32),
+                                   [-1, NUM_CHOICES, max_seq_length])
+                  for name, key in (("input_ids", "input_ids"), ("input_mask", "input_mask"),
+                                    ("token_type_ids", "segment_ids"))}
+        inputs["label_ids"] = tf.cast(features["label_ids"][:, 0], tf.int32)
+        inputs["is_real_example"] = tf.cast(features["is_real_example"][:, 0], tf.int32)
+        if index is not None:
+            inputs["example_index"] = index
+        return inputs
+
+    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def evaluate(trainer, dataset):
+    """Accuracy and mean loss over the real examples, and their probabilities [N, 4]."""
+    outputs = trainer.predict(dataset, ["probabilities", "per_example_loss", "label_ids",
+                                        "is_real_example"])
+    real = outputs["is_real_example"].astype(bool)
+    probabilities = outputs["probabilities"][real]
+    accuracy = float(np.mean(np.argmax(probabilities, -1) == outputs["label_ids"][real])) \
+        if real.any() else 0.0
+    loss = float(outputs["per_example_loss"][real].mean()) if real.any() else 0.0
+    return {"eval_accuracy": accuracy, "eval_loss": loss,
+            "global_step": trainer.global_step}, probabilities

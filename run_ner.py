@@ -1,0 +1,183 @@
+"""Fine-tunes BERT for named-entity recognition on CoNLL-2003-style files, as the paper
+(section 4.3): WordPiece per word, the first sub-token carries the word's tag, a per-token
+output layer on the final hidden states, no CRF.
+
+  python run_ner.py --data_dir=$CONLL_DIR --vocab_file=$BERT_CASED_DIR/vocab.txt \
+    --bert_config_file=$BERT_CASED_DIR/bert_config.json \
+    --init_checkpoint=$BERT_CASED_DIR/bert_model.ckpt --do_lower_case=False \
+    --do_train=True --do_eval=True --do_predict=True --output_dir=/tmp/ner
+
+data_dir holds train.txt, valid.txt (or dev.txt) and test.txt: `word ... tag` per line, a
+blank line between sentences. --do_eval writes eval_results.txt (conlleval's entity-level
+precision, recall and F1, overall and per type) and eval_predictions.txt; --do_predict writes
+test_predictions.txt: the input lines with a predicted-tag column.
+"""
+import os
+import tempfile
+
+import tensorflow as tf
+from absl import flags, logging
+
+import training_flags
+from modeling import (BertConfig, cli, conlleval, distribution, export, ner_data,
+                      token_classification, tokenization, training)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Directory of train.txt, valid.txt/dev.txt, test.txt.")
+flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model.")
+flags.DEFINE_string("output_dir", None, "Where features, checkpoints and results are written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (Google's or ours).")
+flags.DEFINE_bool("do_lower_case", False, "Lower-case the input; the paper's NER model is cased.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per window; longer sentences are split "
+                     "into overlapping windows and every word is predicted once.")
+flags.DEFINE_enum("tag_scheme", "auto", list(ner_data.SCHEMES), "The files' tags: IOB1, IOB2, "
+                  "or detected from the training file.")
+flags.DEFINE_bool("do_train", False, "Whether to fine-tune on train.txt.")
+flags.DEFINE_bool("do_eval", False, "Whether to evaluate on valid.txt (or dev.txt).")
+flags.DEFINE_bool("do_predict", False, "Whether to tag test.txt.")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global batch size for eval.")
+flags.DEFINE_integer("predict_batch_size", 8, "Global batch size for predict.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training for linear warm-up.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps in each compiled loop call.")
+flags.DEFINE_string("export_dir", None, "Write a SavedModel (words in, one tag per word out) "
+                    "to export_dir/<version>/.")
+for _name in ("data_dir", "bert_config_file", "vocab_file", "output_dir"):
+    flags.mark_flag_as_required(_name)
+
+
+def _check_flags(config, tokenizer):
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+        raise ValueError("At least one of --do_train, --do_eval, --do_predict or --export_dir "
+                         "must be set.")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "save_checkpoints_steps", "iterations_per_loop"):
+        if getattr(FLAGS, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
+    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and "
+                         f"max_position_embeddings {config.max_position_embeddings} of "
+                         f"{FLAGS.bert_config_file}")
+    if len(tokenizer.vocab) != config.vocab_size:
+        raise ValueError(f"{FLAGS.vocab_file} has {len(tokenizer.vocab)} tokens but "
+                         f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
+    if FLAGS.init_checkpoint:
+        try:
+            tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
+                                                          FLAGS.init_checkpoint)
+        except ValueError as error:  # the paper's cased setting is the usual mismatch
+            logging.warning("%s", error)
+
+
+def _tag(trainer, sentences, label_list, tokenizer, path, batch_size):
+    """Tags the sentences; returns (predicted tags per sentence, mean loss per word)."""
+    features = ner_data.convert_sentences(sentences, label_list, FLAGS.max_seq_length, tokenizer)
+    ner_data.write_features(features, path)
+    predicted, loss, weight = token_classification.predict_windows(
+        trainer, token_classification.ner_dataset(path, batch_size, FLAGS.max_seq_length,
+                                                  is_training=False))
+    tags = ner_data.assemble_predictions(sentences, features, predicted, label_list)
+    return tags, loss / max(weight, 1.0)
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    _check_flags(config, tokenizer)
+    strategy = training_flags.strategy()  # first of all TensorFlow work
+    chief = distribution.is_chief(strategy)
+    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="ner_records_")
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+
+    # The tags come from the training file (in IOB2), also when only evaluating or exporting.
+    train = ner_data.read_split(FLAGS.data_dir, "train")
+    scheme = ner_data.resolve_scheme(FLAGS.tag_scheme, train)
+    train = ner_data.normalize_tags(train, scheme)
+    label_list = ner_data.get_labels(train)
+    logging.info("Tags (%s in the files, IOB2 inside): %s", scheme, " ".join(label_list))
+
+    features = ner_data.convert_sentences(train, label_list, FLAGS.max_seq_length, tokenizer) \
+        if FLAGS.do_train else []
+    num_train_steps = int(len(features) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+    if FLAGS.do_train:
+        training_flags.check_train_batch(strategy)
+        if num_train_steps < 1:
+            raise ValueError(f"{len(features)} training windows x --num_train_epochs="
+                             f"{FLAGS.num_train_epochs} make no whole batch of "
+                             f"--train_batch_size={FLAGS.train_batch_size}")
+    trainer = token_classification.TokenClassifierTrainer(
+        strategy, config, len(label_list), FLAGS.learning_rate, max(num_train_steps, 1),
+        int(num_train_steps * FLAGS.warmup_proportion), **training_flags.trainer_options())
+    head_missing = list(trainer.OPTIONAL_VARIABLES)
+    if FLAGS.init_checkpoint:
+        head_missing = trainer.init_from(FLAGS.init_checkpoint)
+
+    if FLAGS.do_train:
+        path = os.path.join(record_dir, "train.tf_record")
+        ner_data.write_features(features, path)
+        logging.info("Training on %d sentences (%d windows), batch %d, %d steps", len(train),
+                     len(features), FLAGS.train_batch_size, num_train_steps)
+
+        def dataset_fn(skip_batches):
+            return token_classification.ner_dataset(
+                path, FLAGS.train_batch_size, FLAGS.max_seq_length, is_training=True,
+                seed=FLAGS.seed, skip_batches=skip_batches)
+        trainer.train(dataset_fn, FLAGS.output_dir, num_train_steps, FLAGS.iterations_per_loop,
+                      FLAGS.save_checkpoints_steps, FLAGS.keep_checkpoint_max)
+        original = os.path.join(FLAGS.output_dir if chief else tempfile.mkdtemp(), "export",
+                                "bert_model.ckpt")
+        trainer.export_original(original)
+        head_missing = []
+    elif trainer.restore_latest(FLAGS.output_dir):
+        head_missing = []
+
+    def in_file_scheme(tags):
+        return [ner_data.to_iob1(t) for t in tags] if scheme == "iob1" else tags
+
+    if FLAGS.do_eval:
+        dev = ner_data.normalize_tags(ner_data.read_split(FLAGS.data_dir, "dev"), scheme)
+        predicted, loss = _tag(trainer, dev, label_list, tokenizer,
+                               os.path.join(record_dir, "eval.tf_record"), FLAGS.eval_batch_size)
+        evaluation = conlleval.evaluate([s.tags for s in dev], predicted)
+        results = {"eval_precision": evaluation.overall.precision,
+                   "eval_recall": evaluation.overall.recall, "eval_f1": evaluation.overall.f1,
+                   "eval_accuracy": evaluation.accuracy, "eval_loss": loss,
+                   "global_step": trainer.global_step}
+        for entity, scores in evaluation.per_type.items():
+            results.update({f"eval_{name}_{entity}": getattr(scores, name)
+                            for name in ("precision", "recall", "f1")})
+        logging.info("Eval results: %s\n%s", results, conlleval.report(evaluation))
+        if chief:
+            training.write_eval_results(results, os.path.join(FLAGS.output_dir,
+                                                              "eval_results.txt"))
+            ner_data.write_predictions(dev, in_file_scheme(predicted),
+                                       os.path.join(FLAGS.output_dir, "eval_predictions.txt"))
+
+    if FLAGS.do_predict:
+        test = ner_data.read_split(FLAGS.data_dir, "test")
+        test = ner_data.normalize_tags(test, scheme)
+        predicted, _ = _tag(trainer, test, label_list, tokenizer,
+                            os.path.join(record_dir, "predict.tf_record"),
+                            FLAGS.predict_batch_size)
+        if chief:
+            ner_data.write_predictions(test, in_file_scheme(predicted),
+                                       os.path.join(FLAGS.output_dir, "test_predictions.txt"))
+
+    if FLAGS.export_dir:
+        if head_missing:
+            raise ValueError(f"Nothing to export: --init_checkpoint={FLAGS.init_checkpoint} "
+                             f"has no tagging head and --output_dir holds no fine-tuned "
+                             f"checkpoint; fine-tune with --do_train first")
+        module = export.TaggerExport(trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
+                                     FLAGS.max_seq_length, label_list)
+        directory = export.save_versioned(
+            module, FLAGS.export_dir if chief else tempfile.mkdtemp(prefix="export_"))
+        logging.info("SavedModel: %s", directory)
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,115 @@
+"""run_ner.py end to end on invented CoNLL-format files (IOB1, as the original CoNLL-2003
+release), and its SavedModel tagging words in a process with only TensorFlow."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import DATA
+from modeling import ner_data
+from scripts import run_script, script_env
+
+SENTENCES = [  # invented, IOB1: an entity starts with I-, B- only between two of one type
+    [("Mara", "I-PER"), ("Quill", "I-PER"), ("sailed", "O"), ("to", "O"),
+     ("Port", "I-LOC"), ("Elwin", "I-LOC"), (".", "O")],
+    [("The", "O"), ("Harbour", "I-ORG"), ("Guild", "I-ORG"), ("met", "O"), ("Tobias", "I-PER"),
+     ("in", "O"), ("Zürich", "I-LOC"), ("Vienna", "B-LOC"), ("yesterday", "O"), (".", "O")],
+    [("Jürgen", "I-PER"), ("visited", "O"), ("the", "O"), ("U.S.", "I-LOC"), ("on", "O"),
+     ("1996-08-22", "O"), ("with", "O"), ("☃", "O"), ("Nordwind", "I-ORG"), ("GmbH", "I-ORG"),
+     ("and", "O"), ("many", "O"), ("other", "O"), ("travellers", "O"), ("from", "O"),
+     ("Lisbon", "I-LOC"), ("and", "O"), ("Oslo", "I-LOC"), (".", "O")],
+]
+
+
+def write_conll(directory, copies=4):
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def text(count):
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for sentence in SENTENCES * count:
+            lines += [f"{word} NNP B-NP {tag}" for word, tag in sentence] + [""]
+        return "\n".join(lines)
+    (directory / "train.txt").write_text(text(copies), "utf-8")
+    (directory / "valid.txt").write_text(text(1), "utf-8")
+    (directory / "test.txt").write_text(text(1), "utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    vocab = DATA / "vocab/bert-base-cased/vocab.txt"
+    if not vocab.exists():
+        pytest.skip(f"{vocab} is absent: the data lives in ../shared beside the project")
+    root = tmp_path_factory.mktemp("ner")
+    (root / "config.json").write_text(json.dumps({
+        "vocab_size": 28996, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64,
+        "type_vocab_size": 2}))
+    data = write_conll(root / "data")
+    # 16 tokens per window: the third sentence (about 30 tokens) needs several.
+    process = run_script(
+        "run_ner.py", f"--data_dir={data}", f"--bert_config_file={root / 'config.json'}",
+        f"--vocab_file={vocab}", f"--output_dir={root / 'out'}", "--max_seq_length=16",
+        "--train_batch_size=4", "--eval_batch_size=3", "--predict_batch_size=3",
+        "--learning_rate=1e-3", "--num_train_epochs=3", "--save_checkpoints_steps=5",
+        "--iterations_per_loop=4", "--do_train", "--do_eval", "--do_predict",
+        f"--export_dir={root / 'serving'}")
+    return root, process
+
+
+def _columns(path):
+    sentences, current = [], []
+    for line in path.read_text("utf-8").split("\n"):
+        if line:
+            current.append(line.split(" "))
+        elif current:
+            sentences.append(current)
+            current = []
+    return sentences + ([current] if current else [])
+
+
+def test_outputs_keep_every_word_with_a_predicted_tag(trained):
+    root, process = trained
+    results = dict(line.split(" = ") for line in
+                   (root / "out/eval_results.txt").read_text().splitlines())
+    for key in ("eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "eval_loss",
+                "global_step", "eval_f1_PER", "eval_f1_LOC", "eval_f1_ORG"):
+        assert key in results, key
+    assert 0 <= float(results["eval_f1"]) <= 100
+    assert "Tags (iob1 in the files, IOB2 inside)" in process.stderr
+    for name in ("eval_predictions.txt", "test_predictions.txt"):
+        written = _columns(root / "out" / name)
+        assert [[row[0] for row in s] for s in written] == [[w for w, _ in s]
+                                                           for s in SENTENCES], name
+        assert all(len(row) == 5 for s in written for row in s)  # input columns + prediction
+        tags = [[row[-1] for row in s] for s in written]
+        labels = {"O", "I-PER", "I-LOC", "I-ORG", "B-LOC"}  # written back in IOB1
+        assert {t for s in tags for t in s} <= labels, name
+
+
+TF_ONLY_CLIENT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops
+texts = json.loads(sys.argv[2])
+out = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](text=tf.constant(texts))
+ours = sorted(name for name in sys.modules if name.split(".")[0] == "modeling")
+print(json.dumps({"tags": [[t.decode() for t in row] for row in out["tags"].numpy()],
+                  "num_words": out["num_words"].numpy().tolist(), "ours": ours}))
+"""
+
+
+def test_savedmodel_tags_each_word_as_run_ner(trained):
+    root, _ = trained
+    version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
+    texts = [" ".join(w for w, _ in s) for s in SENTENCES[:2]]  # sentences of one window
+    process = subprocess.run([sys.executable, "-c", TF_ONLY_CLIENT, str(version),
+                              json.dumps(texts)], capture_output=True, text=True,
+                             env=script_env(PYTHONPATH=""), cwd=root, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    served = json.loads(process.stdout.splitlines()[-1])
+    assert served["ours"] == [] and served["num_words"] == [7, 10]
+    predicted = [[row[-1] for row in s] for s in _columns(root / "out/test_predictions.txt")]
+    for row, tags, count in zip(served["tags"], predicted, served["num_words"]):
+        assert row[:count] == ner_data.to_iob2(tags)  # the export speaks IOB2
