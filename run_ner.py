@@ -23,54 +23,20 @@ from modeling import (BertConfig, cli, conlleval, distribution, export, ner_data
                       token_classification, tokenization, training)
 
 FLAGS = flags.FLAGS
+# Cased by default: the paper's NER model is BERT-Base cased.
+training_flags.define_fine_tuning_flags(do_lower_case=False)
 flags.DEFINE_string("data_dir", None, "Directory of train.txt, valid.txt/dev.txt, test.txt.")
-flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model.")
-flags.DEFINE_string("output_dir", None, "Where features, checkpoints and results are written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (Google's or ours).")
-flags.DEFINE_bool("do_lower_case", False, "Lower-case the input; the paper's NER model is cased.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per window; longer sentences are split "
-                     "into overlapping windows and every word is predicted once.")
 flags.DEFINE_enum("tag_scheme", "auto", list(ner_data.SCHEMES), "The files' tags: IOB1, IOB2, "
                   "or detected from the training file.")
-flags.DEFINE_bool("do_train", False, "Whether to fine-tune on train.txt.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate on valid.txt (or dev.txt).")
-flags.DEFINE_bool("do_predict", False, "Whether to tag test.txt.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Global batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training for linear warm-up.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps in each compiled loop call.")
-flags.DEFINE_string("export_dir", None, "Write a SavedModel (words in, one tag per word out) "
-                    "to export_dir/<version>/.")
-for _name in ("data_dir", "bert_config_file", "vocab_file", "output_dir"):
-    flags.mark_flag_as_required(_name)
+flags.mark_flag_as_required("data_dir")
 
 
 def _check_flags(config, tokenizer):
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-        raise ValueError("At least one of --do_train, --do_eval, --do_predict or --export_dir "
-                         "must be set.")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "iterations_per_loop"):
-        if getattr(FLAGS, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and "
-                         f"max_position_embeddings {config.max_position_embeddings} of "
-                         f"{FLAGS.bert_config_file}")
-    if len(tokenizer.vocab) != config.vocab_size:
-        raise ValueError(f"{FLAGS.vocab_file} has {len(tokenizer.vocab)} tokens but "
-                         f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
-    if FLAGS.init_checkpoint:
-        try:
-            tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                          FLAGS.init_checkpoint)
-        except ValueError as error:  # the paper's cased setting is the usual mismatch
-            logging.warning("%s", error)
+    # The paper's cased model is the usual case mismatch: a warning, not an error.
+    training_flags.check_task_flags(
+        config, tokenizer, ("do_train", "do_eval", "do_predict", "export_dir"),
+        ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
+         "iterations_per_loop"), case_mismatch_warns=True)
 
 
 def _tag(trainer, sentences, label_list, tokenizer, path, batch_size):
@@ -105,10 +71,7 @@ def main(_):
     num_train_steps = int(len(features) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
     if FLAGS.do_train:
         training_flags.check_train_batch(strategy)
-        if num_train_steps < 1:
-            raise ValueError(f"{len(features)} training windows x --num_train_epochs="
-                             f"{FLAGS.num_train_epochs} make no whole batch of "
-                             f"--train_batch_size={FLAGS.train_batch_size}")
+        training_flags.check_train_steps(num_train_steps, len(features), "training windows")
     trainer = token_classification.TokenClassifierTrainer(
         strategy, config, len(label_list), FLAGS.learning_rate, max(num_train_steps, 1),
         int(num_train_steps * FLAGS.warmup_proportion), **training_flags.trainer_options())
@@ -126,11 +89,7 @@ def main(_):
             return token_classification.ner_dataset(
                 path, FLAGS.train_batch_size, FLAGS.max_seq_length, is_training=True,
                 seed=FLAGS.seed, skip_batches=skip_batches)
-        trainer.train(dataset_fn, FLAGS.output_dir, num_train_steps, FLAGS.iterations_per_loop,
-                      FLAGS.save_checkpoints_steps, FLAGS.keep_checkpoint_max)
-        original = os.path.join(FLAGS.output_dir if chief else tempfile.mkdtemp(), "export",
-                                "bert_model.ckpt")
-        trainer.export_original(original)
+        training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
         head_missing = []
     elif trainer.restore_latest(FLAGS.output_dir):
         head_missing = []
@@ -168,15 +127,9 @@ def main(_):
                                        os.path.join(FLAGS.output_dir, "test_predictions.txt"))
 
     if FLAGS.export_dir:
-        if head_missing:
-            raise ValueError(f"Nothing to export: --init_checkpoint={FLAGS.init_checkpoint} "
-                             f"has no tagging head and --output_dir holds no fine-tuned "
-                             f"checkpoint; fine-tune with --do_train first")
         module = export.TaggerExport(trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
                                      FLAGS.max_seq_length, label_list)
-        directory = export.save_versioned(
-            module, FLAGS.export_dir if chief else tempfile.mkdtemp(prefix="export_"))
-        logging.info("SavedModel: %s", directory)
+        training_flags.save_export(module, head_missing, chief)
 
 
 if __name__ == "__main__":

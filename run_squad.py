@@ -24,65 +24,35 @@ from modeling import (BertConfig, cli, distribution, export, squad_data, squad_e
                       squad_postprocess, squad_training, tokenization)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model.")
-flags.DEFINE_string("output_dir", None, "Where features, checkpoints and predictions go.")
+training_flags.define_fine_tuning_flags(max_seq_length=384, with_eval=False)
 flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions, e.g. dev-v1.1.json.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original one (Google's "
-                    "bert_model.ckpt, or a fine-tuned one with cls/squad) or one of ours.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 384, "Tokens per feature after WordPiece.")
 flags.DEFINE_integer("doc_stride", 128, "How far apart consecutive document windows start.")
 flags.DEFINE_integer("max_query_length", 64, "Questions are truncated to this many tokens.")
-flags.DEFINE_bool("do_train", False, "Whether to fine-tune on --train_file.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict --predict_file.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
-flags.DEFINE_integer("predict_batch_size", 8, "Global batch size for predictions.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training for linear warm-up.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps in each compiled loop call.")
 flags.DEFINE_integer("n_best_size", 20, "Candidates kept in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
 flags.DEFINE_bool("verbose_logging", False, "Log the alignment failures of post-processing.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0, "Predict no answer when the null score "
                    "beats the best span by more than this.")
-flags.DEFINE_string("export_dir", None, "Write a SavedModel to export_dir/<version>/.")
-for _name in ("bert_config_file", "vocab_file", "output_dir"):
-    flags.mark_flag_as_required(_name)
 
 TRAIN_SHUFFLE_SEED = 12345  # the original shuffles the training examples with this seed
 
 
 def _check_flags(config, tokenizer):
-    if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir):
-        raise ValueError("At least one of --do_train, --do_predict or --export_dir must be set.")
+    training_flags.check_task_flags(
+        config, tokenizer, ("do_train", "do_predict", "export_dir"),
+        ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
+         "iterations_per_loop", "doc_stride", "max_query_length", "n_best_size",
+         "max_answer_length"))
     if FLAGS.do_train and not FLAGS.train_file:
         raise ValueError("--do_train needs --train_file")
     if FLAGS.do_predict and not FLAGS.predict_file:
         raise ValueError("--do_predict needs --predict_file")
-    for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
-                 "iterations_per_loop", "doc_stride", "max_query_length", "n_best_size",
-                 "max_answer_length"):
-        if getattr(FLAGS, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds "
-                         f"max_position_embeddings {config.max_position_embeddings} of "
-                         f"{FLAGS.bert_config_file}")
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the "
                          f"document after a question of --max_query_length="
                          f"{FLAGS.max_query_length} tokens, [CLS] and two [SEP]")
-    if len(tokenizer.vocab) != config.vocab_size:
-        raise ValueError(f"{FLAGS.vocab_file} has {len(tokenizer.vocab)} tokens but "
-                         f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
-    if FLAGS.init_checkpoint:
-        tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                      FLAGS.init_checkpoint)
 
 
 def _write_features(examples, tokenizer, path, is_training):
@@ -119,10 +89,7 @@ def main(_):
         num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
                               * FLAGS.num_train_epochs)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-        if num_train_steps < 1:
-            raise ValueError(f"{len(train_examples)} training examples x --num_train_epochs="
-                             f"{FLAGS.num_train_epochs} make no whole batch of "
-                             f"--train_batch_size={FLAGS.train_batch_size}")
+        training_flags.check_train_steps(num_train_steps, len(train_examples))
     trainer = squad_training.SquadTrainer(
         strategy, config, FLAGS.learning_rate, max(num_train_steps, 1), num_warmup_steps,
         **training_flags.trainer_options())
@@ -142,12 +109,7 @@ def main(_):
             return squad_training.squad_dataset(path, FLAGS.train_batch_size,
                                                 FLAGS.max_seq_length, is_training=True,
                                                 seed=FLAGS.seed, skip_batches=skip_batches)
-        trainer.train(dataset_fn, FLAGS.output_dir, num_train_steps, FLAGS.iterations_per_loop,
-                      FLAGS.save_checkpoints_steps, FLAGS.keep_checkpoint_max)
-        original = os.path.join(FLAGS.output_dir if chief else tempfile.mkdtemp(), "export",
-                                "bert_model.ckpt")
-        trainer.export_original(original)
-        logging.info("Original-format checkpoint: %s", original)
+        training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
         head_missing = []
     elif trainer.restore_latest(FLAGS.output_dir):
         head_missing = []
@@ -156,17 +118,11 @@ def main(_):
         _predict(trainer, tokenizer, record_dir, chief)
 
     if FLAGS.export_dir:
-        if head_missing:
-            raise ValueError(f"Nothing to export: --init_checkpoint={FLAGS.init_checkpoint} "
-                             f"has no span head ({', '.join(head_missing)}) and --output_dir "
-                             f"holds no fine-tuned checkpoint; fine-tune with --do_train first")
         module = export.SquadExport(
             trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
             FLAGS.max_query_length, FLAGS.max_answer_length, FLAGS.version_2_with_negative,
             FLAGS.null_score_diff_threshold)
-        directory = export.save_versioned(
-            module, FLAGS.export_dir if chief else tempfile.mkdtemp(prefix="export_"))
-        logging.info("SavedModel: %s", directory)
+        training_flags.save_export(module, head_missing, chief)
 
 
 def _predict(trainer, tokenizer, record_dir, chief):

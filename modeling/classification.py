@@ -5,12 +5,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from modeling import glue_metrics
+from modeling import glue_metrics, task_input
 from modeling.classifier import BertClassifier
 from modeling.training import Trainer
-
-SHUFFLE_BUFFER = 100  # records, as the original
-
 
 class ClassifierTrainer(Trainer):
     """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
@@ -56,32 +53,11 @@ def feature_spec(max_seq_length, regression):
 
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
                        drop_remainder=False, seed=12345, skip_batches=0):
-    """Batches of `write_features` records, keyed as `BertClassifier`'s inputs.
-
-    Training: repeated, shuffled in a 100-record buffer and batched with a fixed shape, as the
-    original; deterministic for a seed, so a resumed run skips the `skip_batches` batches it
-    already trained on. Otherwise: in file order, once, each record with its "example_index".
-    """
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-        records = records.skip(skip_batches * batch_size)
-        batches = records.batch(batch_size, drop_remainder=True)
-    else:
-        batches = records.enumerate().batch(batch_size, drop_remainder=drop_remainder)
-    spec = feature_spec(max_seq_length, regression)
-
-    def parse(*batch):
-        index, serialized = batch if len(batch) == 2 else (None, batch[0])
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                  for name, value in features.items()}
-        inputs["token_type_ids"] = inputs.pop("segment_ids")
-        if index is not None:
-            inputs["example_index"] = index
-        return inputs
-
-    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    """Batches of `classifier_data.write_features` records, keyed as `BertClassifier`'s
+    inputs (see `task_input.record_batches`)."""
+    return task_input.record_batches(
+        path, feature_spec(max_seq_length, regression), task_input.int32_inputs, batch_size,
+        is_training, drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset, batch_size, task_name):

@@ -29,12 +29,10 @@ class BertClassifier(keras.Model):
         self.num_labels, self.regression = num_labels, regression
         self.bert = BertModel(self.config)
         self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
-        # Created outside any layer's scope, so their paths are the original's root names.
-        self.output_weights = keras.Variable(
-            layers.initializer(0.02)((num_labels, self.config.hidden_size)),
-            name="output_weights", autocast=False)
-        self.output_bias = keras.Variable(tf.zeros([num_labels]), name="output_bias",
-                                          autocast=False)
+        # Created outside any layer's scope, so their paths are the original's root names;
+        # stddev 0.02 as the original's, whatever the config's initializer_range.
+        self.output_weights, self.output_bias = layers.root_output_variables(
+            self.config, num_labels, stddev=0.02)
         self.built = True
 
     def call(self, inputs, training=False):

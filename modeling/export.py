@@ -14,6 +14,19 @@ from modeling.graph_tokenizer import BertInputPacker, GraphTokenizer
 LABELS_ASSET = "labels.txt"
 
 
+def _label_table(label_names):
+    """The label names as a `labels.txt` asset (one per line, in id order) and a table from
+    label id (int64) to name, initialized from that asset when the SavedModel loads."""
+    labels_file = os.path.join(tempfile.mkdtemp(prefix="labels_"), LABELS_ASSET)
+    with open(labels_file, "w", encoding="utf-8") as writer:
+        writer.writelines(f"{name}\n" for name in label_names)
+    asset = tf.saved_model.Asset(labels_file)
+    table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+        asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER, tf.string,
+        tf.lookup.TextFileIndex.WHOLE_LINE), default_value="")
+    return asset, table
+
+
 class ClassifierExport(tf.Module):
     """A `BertClassifier` behind two serving signatures.
 
@@ -35,13 +48,7 @@ class ClassifierExport(tf.Module):
                                       self.tokenizer.sep_id)
         self.vocab = tf.saved_model.Asset(vocab_file)  # for clients that tokenize
         if not self.regression:
-            labels_file = os.path.join(tempfile.mkdtemp(prefix="labels_"), LABELS_ASSET)
-            with open(labels_file, "w", encoding="utf-8") as writer:
-                writer.writelines(f"{name}\n" for name in label_names)
-            self.labels_asset = tf.saved_model.Asset(labels_file)
-            self.label_names = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
-                self.labels_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-                tf.string, tf.lookup.TextFileIndex.WHOLE_LINE), default_value="")
+            self.labels_asset, self.label_names = _label_table(label_names)
         text = tf.TensorSpec([None], tf.string)
         if pair_task:
             self.serve_text = tf.function(
@@ -215,13 +222,7 @@ class TaggerExport(tf.Module):
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
         self.vocab = tf.saved_model.Asset(vocab_file)
-        labels_file = os.path.join(tempfile.mkdtemp(prefix="labels_"), LABELS_ASSET)
-        with open(labels_file, "w", encoding="utf-8") as writer:
-            writer.writelines(f"{name}\n" for name in label_names)
-        self.labels_asset = tf.saved_model.Asset(labels_file)
-        self.label_names = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
-            self.labels_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-            tf.string, tf.lookup.TextFileIndex.WHOLE_LINE), default_value="")
+        self.labels_asset, self.label_names = _label_table(label_names)
         self.serve_text = tf.function(self._tag, input_signature=[tf.TensorSpec([None],
                                                                                 tf.string)])
 

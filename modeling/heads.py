@@ -83,13 +83,13 @@ class MaskedLMHead(keras.layers.Layer):
         return tf.nn.log_softmax(logits, axis=-1)
 
 
-@keras.saving.register_keras_serializable(package="bert")
-class NextSentenceHead(keras.layers.Layer):
-    """Owns `cls/seq_relationship/output_weights` [2, H] and `output_bias` [2]."""
+class ClsOutput(keras.layers.Layer):
+    """Owns `cls/<name>/output_weights` [units, H] and `cls/<name>/output_bias` [units]: the
+    original's small output layers under the `cls` scope (next sentence, SQuAD)."""
 
-    def __init__(self, config, **kwargs):
-        kwargs.setdefault("name", "seq_relationship")
+    def __init__(self, config, units, **kwargs):
         super().__init__(**kwargs)
+        self.units = units
         self.hidden_size = config.hidden_size
         self.initializer_range = config.initializer_range
         with keras.name_scope("cls"):
@@ -98,16 +98,28 @@ class NextSentenceHead(keras.layers.Layer):
     def build(self, input_shape=None):
         # [out, in] as the original, applied with transpose_b, so checkpoints copy unchanged.
         self.output_weights = self.add_weight(
-            name="output_weights", shape=(2, self.hidden_size),
+            name="output_weights", shape=(self.units, self.hidden_size),
             initializer=layers.initializer(self.initializer_range), autocast=False)
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros",
-                                           autocast=False)
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.units,),
+                                           initializer="zeros", autocast=False)
+
+    def logits(self, rows):
+        """float [N, H] -> float32 [N, units]."""
+        weights = tf.cast(self.output_weights, rows.dtype)
+        return tf.cast(tf.matmul(rows, weights, transpose_b=True), tf.float32) + self.output_bias
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class NextSentenceHead(ClsOutput):
+    """Owns `cls/seq_relationship/output_weights` [2, H] and `output_bias` [2]."""
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "seq_relationship")
+        super().__init__(config, 2, **kwargs)
 
     def call(self, pooled_output):
         """Args: pooled_output float [B, H]. Returns float32 log-probabilities [B, 2]."""
-        weights = tf.cast(self.output_weights, pooled_output.dtype)
-        logits = tf.matmul(pooled_output, weights, transpose_b=True)
-        return tf.nn.log_softmax(tf.cast(logits, tf.float32) + self.output_bias, axis=-1)
+        return tf.nn.log_softmax(self.logits(pooled_output), axis=-1)
 
 
 def masked_lm_loss(log_probs, label_ids, label_weights):

@@ -29,11 +29,7 @@ class BertMultipleChoice(keras.Model):
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.bert = BertModel(self.config)
         self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
-        self.output_weights = keras.Variable(
-            layers.initializer(self.config.initializer_range)((1, self.config.hidden_size)),
-            name="output_weights", autocast=False)
-        self.output_bias = keras.Variable(tf.zeros([1]), name="output_bias",
-                                          autocast=False)
+        self.output_weights, self.output_bias = layers.root_output_variables(self.config, 1)
         self.built = True
 
     def call(self, inputs, training=False):

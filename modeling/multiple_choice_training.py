@@ -2,12 +2,10 @@
 import numpy as np
 import tensorflow as tf
 
+from modeling import task_input
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.multiple_choice_data import NUM_CHOICES
 from modeling.training import Trainer
-
-SHUFFLE_BUFFER = 100  # records, as run_classifier
-
 
 class MultipleChoiceTrainer(Trainer):
     """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
@@ -33,35 +31,23 @@ class MultipleChoiceTrainer(Trainer):
 
 def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
                  seed=12345, skip_batches=0):
-    """Batches of `multiple_choice_data.write_features` records: int32 [B, 4, T] inputs,
-    `label_ids` [B], `is_real_example` [B]; training repeated and shuffled as the others,
-    otherwise in order, once, with "example_index"."""
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-        batches = records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
-    else:
-        batches = records.enumerate().batch(batch_size, drop_remainder=drop_remainder)
+    """Batches of `multiple_choice_data.write_features` records: int32 [B, 4, T] model
+    inputs, `label_ids` [B] and `is_real_example` [B] (see `task_input.record_batches`)."""
     choices = NUM_CHOICES * max_seq_length
     spec = {name: tf.io.FixedLenFeature([choices], tf.int64)
             for name in ("input_ids", "input_mask", "segment_ids")}
     spec.update(label_ids=tf.io.FixedLenFeature([1], tf.int64),
                 is_real_example=tf.io.FixedLenFeature([1], tf.int64))
 
-    def parse(*batch):
-        index, serialized = batch if len(batch) == 2 else (None, batch[0])
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: tf.reshape(tf.cast(features[key], tf.int32),
-                                   [-1, NUM_CHOICES, max_seq_length])
-                  for name, key in (("input_ids", "input_ids"), ("input_mask", "input_mask"),
-                                    ("token_type_ids", "segment_ids"))}
-        inputs["label_ids"] = tf.cast(features["label_ids"][:, 0], tf.int32)
-        inputs["is_real_example"] = tf.cast(features["is_real_example"][:, 0], tf.int32)
-        if index is not None:
-            inputs["example_index"] = index
+    def to_inputs(features):
+        inputs = task_input.int32_inputs(features)
+        for name in ("input_ids", "input_mask", "token_type_ids"):
+            inputs[name] = tf.reshape(inputs[name], [-1, NUM_CHOICES, max_seq_length])
+        for name in ("label_ids", "is_real_example"):
+            inputs[name] = inputs[name][:, 0]
         return inputs
-
-    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return task_input.record_batches(path, spec, to_inputs, batch_size, is_training,
+                                     drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset):

@@ -5,40 +5,25 @@ Shape legend: B batch, T sequence length, H hidden size.
 import keras
 import tensorflow as tf
 
-from modeling import layers
 from modeling.bert_model import BertModel
 from modeling.config import BertConfig
+from modeling.heads import ClsOutput
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class SquadHead(keras.layers.Layer):
+class SquadHead(ClsOutput):
     """Owns `cls/squad/output_weights` [2, H] and `cls/squad/output_bias` [2]."""
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "squad")
-        super().__init__(**kwargs)
-        self.hidden_size = config.hidden_size
-        self.initializer_range = config.initializer_range
-        with keras.name_scope("cls"):
-            self.build()
-
-    def build(self, input_shape=None):
-        # [out, in] as the original, applied with transpose_b, so checkpoints copy unchanged.
-        self.output_weights = self.add_weight(
-            name="output_weights", shape=(2, self.hidden_size),
-            initializer=layers.initializer(self.initializer_range), autocast=False)
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros",
-                                           autocast=False)
+        super().__init__(config, 2, **kwargs)
 
     def call(self, sequence_output):
         """Args: sequence_output float [B, T, H]. Returns float32 (start, end) logits [B, T]."""
         hidden = tf.shape(sequence_output)[-1]
-        rows = tf.reshape(sequence_output, [-1, hidden])  # [B*T, H]
-        weights = tf.cast(self.output_weights, rows.dtype)
-        logits = tf.cast(tf.matmul(rows, weights, transpose_b=True), tf.float32)
-        logits = tf.reshape(logits + self.output_bias, tf.concat(
-            [tf.shape(sequence_output)[:2], [2]], axis=0))  # [B, T, 2]
-        return logits[:, :, 0], logits[:, :, 1]
+        logits = self.logits(tf.reshape(sequence_output, [-1, hidden]))  # [B*T, 2]
+        logits = tf.reshape(logits, tf.concat([tf.shape(sequence_output)[:2], [2]], axis=0))
+        return logits[:, :, 0], logits[:, :, 1]  # [B, T] each
 
 
 def span_loss(logits, positions):

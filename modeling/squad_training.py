@@ -2,11 +2,9 @@
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
 import tensorflow as tf
 
+from modeling import task_input
 from modeling.span_model import BertSpanModel
 from modeling.training import Trainer
-
-SHUFFLE_BUFFER = 100  # records, as the original
-
 
 class SquadTrainer(Trainer):
     """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
@@ -37,31 +35,14 @@ def feature_spec(max_seq_length, is_training):
 
 
 def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `squad_data.FeatureWriter` records, keyed as `BertSpanModel`'s inputs.
-
-    Training: repeated, shuffled in a 100-record buffer, fixed batch shape, as the original;
-    deterministic for a seed, so a resumed run skips the batches it already trained on.
-    Prediction: in file order, once, each record with its "example_index".
-    """
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-        batches = records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
-    else:
-        batches = records.enumerate().batch(batch_size)
-    spec = feature_spec(max_seq_length, is_training)
-
-    def parse(*batch):
-        index, serialized = batch if len(batch) == 2 else (None, batch[0])
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: value if name == "unique_ids" else tf.cast(value, tf.int32)
-                  for name, value in features.items()}
-        inputs["token_type_ids"] = inputs.pop("segment_ids")
-        if index is not None:
-            inputs["example_index"] = index
-        return inputs
-
-    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    """Batches of `squad_data.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
+    `task_input.record_batches`); `unique_ids` stay int64."""
+    def to_inputs(features):
+        unique_ids = features.pop("unique_ids")
+        return dict(task_input.int32_inputs(features), unique_ids=unique_ids)
+    return task_input.record_batches(path, feature_spec(max_seq_length, is_training),
+                                     to_inputs, batch_size, is_training, seed=seed,
+                                     skip_batches=skip_batches)
 
 
 def predict_logits(trainer, dataset):

@@ -2,11 +2,9 @@
 the global batch's labelled sub-tokens, the input pipeline, and per-token predictions."""
 import tensorflow as tf
 
+from modeling import task_input
 from modeling.token_classifier import BertTokenClassifier
 from modeling.training import SUM, Trainer
-
-SHUFFLE_BUFFER = 100  # records, as run_classifier
-
 
 class TokenClassifierTrainer(Trainer):
     """Trains `BertTokenClassifier`: cross-entropy at each word's first sub-token, divided by
@@ -48,31 +46,11 @@ def feature_spec(max_seq_length):
 
 
 def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `ner_data.write_features` records, keyed as `BertTokenClassifier`'s inputs.
-
-    Training: repeated, shuffled, fixed batch shape, deterministic for a seed (a resumed run
-    skips the batches it already trained on). Otherwise: in file order, once, each window with
-    its "example_index".
-    """
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-        batches = records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
-    else:
-        batches = records.enumerate().batch(batch_size)
-    spec = feature_spec(max_seq_length)
-
-    def parse(*batch):
-        index, serialized = batch if len(batch) == 2 else (None, batch[0])
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: value if value.dtype == tf.float32 else tf.cast(value, tf.int32)
-                  for name, value in features.items()}
-        inputs["token_type_ids"] = inputs.pop("segment_ids")
-        if index is not None:
-            inputs["example_index"] = index
-        return inputs
-
-    return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    """Batches of `ner_data.write_features` windows, keyed as `BertTokenClassifier`'s inputs
+    (see `task_input.record_batches`)."""
+    return task_input.record_batches(path, feature_spec(max_seq_length),
+                                     task_input.int32_inputs, batch_size, is_training,
+                                     seed=seed, skip_batches=skip_batches)
 
 
 def predict_windows(trainer, dataset):

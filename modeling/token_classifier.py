@@ -30,12 +30,7 @@ class BertTokenClassifier(keras.Model):
         self.num_labels = num_labels
         self.bert = BertModel(self.config)
         self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
-        self.output_weights = keras.Variable(
-            layers.initializer(self.config.initializer_range)(
-                (num_labels, self.config.hidden_size)),
-            name="output_weights", autocast=False)
-        self.output_bias = keras.Variable(tf.zeros([num_labels]), name="output_bias",
-                                          autocast=False)
+        self.output_weights, self.output_bias = layers.root_output_variables(self.config, num_labels)
         self.built = True
 
     def call(self, inputs, training=False):

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling import BertConfig, BertModel, BertPretrainer, checkpoint
+from modeling import BertModel, BertPretrainer, checkpoint
 from scripts import run_script
 
 

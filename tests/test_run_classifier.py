@@ -210,7 +210,7 @@ def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(tmp_path):
         data, config, tmp_path / "out", f"--init_checkpoint={bare}",
         f"--export_dir={tmp_path / 'serving'}"), check=False)
     assert process.returncode == 2
-    assert "has no classifier head (output_bias, output_weights)" in process.stderr
+    assert "has no task head (output_bias, output_weights)" in process.stderr
     assert not (tmp_path / "serving").exists() or not any((tmp_path / "serving").iterdir())
 
 
@@ -226,7 +226,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
         data, config, killed, *common)), env=script_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while not (killed / "ckpt-10.index").exists() and process.poll() is None:
+    state = killed / "checkpoint"  # written after the checkpoint's files: then it counts
+    while not (state.exists() and "ckpt-10" in state.read_text()) and process.poll() is None:
         assert time.time() < deadline
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
