@@ -21,3 +21,28 @@ def run_script(name, *args, check=True, **env):
     if check and process.returncode != 0:
         raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")
     return process
+
+
+_ON_LOGICAL_CPUS = """
+import importlib, runpy, sys
+import tensorflow as tf
+devices, no_dropout = int(sys.argv[1]), [m for m in sys.argv[2].split(",") if m]
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+for module in no_dropout:  # replicas draw their own dropout masks
+    importlib.import_module(module).HEAD_DROPOUT_PROB = 0.0
+sys.argv = sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_on_logical_cpus(name, devices, *args, no_dropout_modules=()):
+    """Runs a script with the CPU split into `devices` logical devices (for MirroredStrategy)
+    and the head dropout of `no_dropout_modules` off, so runs on 1 and N devices compare."""
+    process = subprocess.run(
+        [sys.executable, "-c", _ON_LOGICAL_CPUS, str(devices), ",".join(no_dropout_modules),
+         str(ROOT / name), *map(str, args)],
+        capture_output=True, text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
+    if process.returncode != 0:
+        raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")
+    return process

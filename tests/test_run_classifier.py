@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA, REFS, ROOT
+from conftest import DATA, REFS
 from modeling import BertConfig, checkpoint
 from modeling.classifier import BertClassifier
-from scripts import run_script, script_command, script_env
+from scripts import run_on_logical_cpus, run_script, script_command, script_env
 
 SEQ = 24
 PAIRS = [  # invented
@@ -244,22 +244,10 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
     require_shared()
     data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json", 0.0)
     common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
-    # Replicas draw their own dropout masks: without dropout the updates must be equal.
-    runner = ("import sys, runpy, tensorflow as tf\n"
-              "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-              "tf.config.set_logical_device_configuration(\n"
-              "    cpu, [tf.config.LogicalDeviceConfiguration()] * int(sys.argv[1]))\n"
-              "import modeling.classifier\n"
-              "modeling.classifier.HEAD_DROPOUT_PROB = 0.0\n"
-              "sys.argv = sys.argv[2:]\n"
-              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
-        process = subprocess.run(
-            [sys.executable, "-c", runner, str(devices), str(ROOT / "run_classifier.py"),
-             *classifier_flags(data, config, tmp_path / directory, *common,
-                               f"--distribution_strategy={strategy}")],
-            capture_output=True, text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
-        assert process.returncode == 0, process.stderr[-3000:]
+        run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
+            data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"),
+            no_dropout_modules=["modeling.classifier"])
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
     np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
                                read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)

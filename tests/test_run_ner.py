@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DATA
 from modeling import ner_data
-from scripts import run_script, script_env
+from scripts import run_on_logical_cpus, run_script, script_env
 
 SENTENCES = [  # invented, IOB1: an entity starts with I-, B- only between two of one type
     [("Mara", "I-PER"), ("Quill", "I-PER"), ("sailed", "O"), ("to", "O"),
@@ -113,3 +113,28 @@ def test_savedmodel_tags_each_word_as_run_ner(trained):
     predicted = [[row[-1] for row in s] for s in _columns(root / "out/test_predictions.txt")]
     for row, tags, count in zip(served["tags"], predicted, served["num_words"]):
         assert row[:count] == ner_data.to_iob2(tags)  # the export speaks IOB2
+
+
+def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):
+    """The loss is divided by the labelled tokens of the global batch, so two replicas make
+    one device's update; without dropout the tags and scores must agree."""
+    root, _ = trained
+    config = json.loads((root / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    flags = [f"--data_dir={root / 'data'}", f"--bert_config_file={tmp_path / 'config.json'}",
+             f"--vocab_file={DATA / 'vocab/bert-base-cased/vocab.txt'}", "--max_seq_length=16",
+             "--train_batch_size=4", "--eval_batch_size=3", "--learning_rate=1e-3",
+             "--num_train_epochs=2", "--do_train", "--do_eval"]
+    for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
+        run_on_logical_cpus("run_ner.py", devices, *flags, f"--output_dir={tmp_path / directory}",
+                            f"--distribution_strategy={strategy}",
+                            no_dropout_modules=["modeling.token_classifier"])
+    one, two = (dict(line.split(" = ") for line in
+                     (tmp_path / d / "eval_results.txt").read_text().splitlines())
+                for d in ("one", "two"))
+    assert one.keys() == two.keys()
+    for key in one:
+        assert float(two[key]) == pytest.approx(float(one[key]), abs=1e-4), key
+    assert (tmp_path / "one/eval_predictions.txt").read_text() == (
+        tmp_path / "two/eval_predictions.txt").read_text()

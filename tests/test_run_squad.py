@@ -9,7 +9,7 @@ import pytest
 from conftest import REFS
 from modeling import BertConfig, checkpoint
 from modeling.span_model import BertSpanModel
-from scripts import run_script, script_env
+from scripts import run_on_logical_cpus, run_script, script_env
 
 SEQ = 192  # every context of tiny_squad_v2.json fits one window
 
@@ -162,3 +162,22 @@ def test_a_file_that_is_not_squad_is_a_one_line_error(content, message, tmp_path
                                                       f"--predict_file={bad}"), check=False)
     assert process.returncode == 2
     assert str(bad) in process.stderr and "Traceback" not in process.stderr
+
+
+def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):
+    root, _ = trained
+    config = json.loads((root / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    write = tmp_path / "config.json"
+    write.write_text(json.dumps(config))
+    for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
+        run_on_logical_cpus("run_squad.py", devices, *squad_flags(
+            write, tmp_path / directory, "--do_train", "--do_predict", "--num_train_epochs=2",
+            f"--distribution_strategy={strategy}"))
+    one, two = (json.loads((tmp_path / d / "null_odds.json").read_text())
+                for d in ("one", "two"))
+    assert one.keys() == two.keys()
+    for qid in one:  # the null score minus the best span's: logits to 1e-4
+        assert two[qid] == pytest.approx(one[qid], abs=1e-4), qid
+    assert (tmp_path / "one/predictions.json").read_text() == (
+        tmp_path / "two/predictions.json").read_text()
