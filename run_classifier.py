@@ -13,14 +13,12 @@ Features are written to output_dir as train/eval/predict.tf_record; checkpoints 
 SavedModel for TF Serving with raw-text and token-id signatures.
 """
 import os
-import tempfile
 
 import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import (BertConfig, classification, classifier_data, cli, distribution, export,
-                      tokenization, training)
+from modeling import classification, classifier_data, cli, export, training
 
 FLAGS = flags.FLAGS
 training_flags.define_fine_tuning_flags()
@@ -65,15 +63,8 @@ def _splits(processor):
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    _check_flags(config, tokenizer)
     processor = classifier_data.get_processor(FLAGS.task_name)
-    strategy = training_flags.strategy()  # first of all TensorFlow work
-    chief = distribution.is_chief(strategy)
-    # Every worker writes and reads its own copy of the records; the chief's are kept.
-    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="classifier_records_")
-    tf.io.gfile.makedirs(FLAGS.output_dir)
+    config, tokenizer, strategy, chief, record_dir = training_flags.start(_check_flags)
 
     num_train_steps = num_warmup_steps = 0
     if FLAGS.do_train:

@@ -12,14 +12,12 @@ label). --do_eval writes eval_results.txt (accuracy), --do_predict test_results.
 example its id and the four probabilities.
 """
 import os
-import tempfile
 
 import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import (BertConfig, cli, distribution, export, multiple_choice_data,
-                      multiple_choice_training, tokenization, training)
+from modeling import cli, export, multiple_choice_data, multiple_choice_training, training
 
 FLAGS = flags.FLAGS
 # The paper's SWAG settings: batch 16, learning rate 2e-5.
@@ -53,13 +51,7 @@ def _read(split, has_labels):
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    _check_flags(config, tokenizer)
-    strategy = training_flags.strategy()  # first of all TensorFlow work
-    chief = distribution.is_chief(strategy)
-    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="swag_records_")
-    tf.io.gfile.makedirs(FLAGS.output_dir)
+    config, tokenizer, strategy, chief, record_dir = training_flags.start(_check_flags)
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
 
     num_train_steps = 0

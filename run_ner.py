@@ -13,14 +13,11 @@ precision, recall and F1, overall and per type) and eval_predictions.txt; --do_p
 test_predictions.txt: the input lines with a predicted-tag column.
 """
 import os
-import tempfile
 
-import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import (BertConfig, cli, conlleval, distribution, export, ner_data,
-                      token_classification, tokenization, training)
+from modeling import cli, conlleval, export, ner_data, token_classification, training
 
 FLAGS = flags.FLAGS
 # Cased by default: the paper's NER model is BERT-Base cased.
@@ -51,13 +48,7 @@ def _tag(trainer, sentences, label_list, tokenizer, path, batch_size):
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    _check_flags(config, tokenizer)
-    strategy = training_flags.strategy()  # first of all TensorFlow work
-    chief = distribution.is_chief(strategy)
-    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="ner_records_")
-    tf.io.gfile.makedirs(FLAGS.output_dir)
+    config, tokenizer, strategy, chief, record_dir = training_flags.start(_check_flags)
 
     # The tags come from the training file (in IOB2), also when only evaluating or exporting.
     train = ner_data.read_split(FLAGS.data_dir, "train")

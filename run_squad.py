@@ -20,8 +20,8 @@ import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import (BertConfig, cli, distribution, export, squad_data, squad_evaluate,
-                      squad_postprocess, squad_training, tokenization)
+from modeling import (cli, export, squad_data, squad_evaluate, squad_postprocess,
+                      squad_training)
 
 FLAGS = flags.FLAGS
 training_flags.define_fine_tuning_flags(max_seq_length=384, with_eval=False)
@@ -71,13 +71,7 @@ def _write_features(examples, tokenizer, path, is_training):
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    _check_flags(config, tokenizer)
-    strategy = training_flags.strategy()  # first of all TensorFlow work
-    chief = distribution.is_chief(strategy)
-    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="squad_records_")
-    tf.io.gfile.makedirs(FLAGS.output_dir)
+    config, tokenizer, strategy, chief, record_dir = training_flags.start(_check_flags)
 
     num_train_steps = num_warmup_steps = 0
     if FLAGS.do_train:

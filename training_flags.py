@@ -3,12 +3,14 @@
 Importing this module defines the flags; the scripts call `strategy()` first of all TensorFlow
 work (multi-worker collectives must be set up at startup).
 """
+import collections
 import os
 import tempfile
 
+import tensorflow as tf
 from absl import flags, logging
 
-from modeling import distribution, export, tokenization, training
+from modeling import BertConfig, distribution, export, tokenization, training
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("use_tpu", False, "Whether to use a TPU (same as "
@@ -155,3 +157,21 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
                         "export_dir/<version>/ (after training, or from a checkpoint alone).")
     for name in ("bert_config_file", "vocab_file", "output_dir"):
         flags.mark_flag_as_required(name)
+
+
+Run = collections.namedtuple("Run", ["config", "tokenizer", "strategy", "chief", "record_dir"])
+
+
+def start(check_flags):
+    """What every fine-tuning script does first: reads the config and vocab, runs the
+    script's `check_flags(config, tokenizer)`, picks the strategy (first of all TensorFlow
+    work) and makes output_dir. Every worker writes and reads its own copy of the records;
+    `record_dir` is output_dir on the chief, a temporary directory elsewhere."""
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    check_flags(config, tokenizer)
+    chosen = strategy()
+    chief = distribution.is_chief(chosen)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    record_dir = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="records_")
+    return Run(config, tokenizer, chosen, chief, record_dir)
