@@ -98,10 +98,21 @@ class BertModel(keras.Model):
         assertions = _check_range(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
         assertions += _check_range(checked["token_type_ids"], self.config.type_vocab_size,
                                    "token_type_ids", "type_vocab_size")
-        if seq_length is None and not tf.executing_eagerly():
-            assertions.append(tf.debugging.assert_less_equal(
-                tf.shape(input_ids)[1], limit,
-                message=f"sequence length exceeds max_position_embeddings {limit}"))
+        assertions += _check_not_empty_rows(input_ids)
+        if not tf.executing_eagerly():
+            # Shapes left open when the graph was traced (a serving signature's [None, None])
+            # are checked when it runs, so that a mask of another shape is not broadcast.
+            if seq_length is None:
+                assertions.append(tf.debugging.assert_less_equal(
+                    tf.shape(input_ids)[1], limit,
+                    message=f"sequence length exceeds max_position_embeddings {limit}"))
+            for name in ("input_mask", "token_type_ids"):
+                static = input_ids.shape.is_fully_defined() and checked[name].shape.is_fully_defined()
+                if inputs.get(name) is not None and not static:
+                    assertions.append(tf.debugging.Assert(
+                        tf.reduce_all(tf.equal(tf.shape(checked[name]), tf.shape(input_ids))),
+                        [f"{name} must have the shape of input_ids; got", tf.shape(checked[name]),
+                         "and", tf.shape(input_ids)]))
         # Graph assertions must run before the lookups they protect.
         with tf.control_dependencies(assertions):
             input_ids = tf.identity(input_ids)
@@ -109,6 +120,22 @@ class BertModel(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}
+
+
+def _check_not_empty_rows(input_ids):
+    """Checks that rows have at least one token (the pooler reads the first); an empty batch,
+    [0, T] with any T, is fine and gives empty outputs.
+
+    Eagerly it raises a ValueError at once; in a graph it returns the assertion op.
+    """
+    if tf.executing_eagerly():
+        batch, seq_length = input_ids.shape
+        if batch and seq_length == 0:
+            raise ValueError(f"input_ids of shape {input_ids.shape} has rows without tokens")
+        return []
+    batch, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+    return [tf.debugging.Assert((seq_length > 0) | (batch == 0),
+                                ["input_ids has rows without tokens, shape", tf.shape(input_ids)])]
 
 
 def _check_range(ids, limit, name, field):

@@ -1,7 +1,9 @@
 """SavedModels for TF Serving: raw text in, tokenized in the graph, the task's outputs out.
 
 The exported module needs only TensorFlow and tensorflow-text to load (`import tensorflow_text`
-registers the tokenizer's ops); nothing of this project.
+registers the tokenizer's ops); nothing of this project. Every export is a `ServingModule`, so
+it loads in TF Serving's C++ loader (MetaGraph import, the SavedModel's restore op, a session
+fed and fetched by tensor name) as well as in `tf.saved_model.load`.
 """
 import os
 import tempfile
@@ -12,6 +14,82 @@ import tensorflow as tf
 from modeling.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 LABELS_ASSET = "labels.txt"
+
+
+class ServingModule(tf.Module):
+    """The base of every export: tracks the Keras model's `tf.Variable`s, not the model.
+
+    A Keras 3 variable is a wrapper around a `tf.Variable`. Saved as part of the object graph,
+    the wrapper writes a second graph variable (a copy initialized from the first) and the
+    SavedModel's restore op (`saver_def`) restores that copy, while the signatures read the
+    wrapped variable, which nothing restores: TF Serving's loader and `saved_model_cli` then
+    fail with "Could not find variable ...". Tracking the wrapped variables themselves gives
+    one graph variable each, restored by the restore op and read by the signatures.
+    """
+
+    def __init__(self, model, name):
+        super().__init__(name=name)
+        # Set past tf.Module's attribute tracking so that no Keras object is saved.
+        object.__setattr__(self, "model", model)
+        self.model_variables = [_wrapped_variable(v) for v in model.variables]
+
+    def signatures(self):
+        """The serving signatures: a dict of name -> `tf.function` with an input signature."""
+        raise NotImplementedError
+
+
+def _wrapped_variable(variable):
+    """The `tf.Variable` inside a Keras variable (read outside any autocast scope)."""
+    value = variable.value
+    if not isinstance(value, tf.Variable):
+        raise TypeError(f"{variable.path}: expected a tf.Variable inside, got {type(value)}")
+    return value
+
+
+def _checked_rows(tensor, name, rank=1):
+    """`tensor` with the rank its signature declares, checked when the graph runs.
+
+    TF Serving's loader feeds a signature's placeholder whatever shape the request has, and
+    shape inference has already assumed the declared rank (so `tf.rank` would be folded to it).
+    The check compares element counts instead: the product of the first `rank` dimensions
+    (-1 where the tensor has fewer) must equal its size.
+
+    Args:
+      tensor: a Tensor of declared rank `rank`.
+      name: the signature input's name, for the error message.
+      rank: the declared rank.
+
+    Returns:
+      `tensor` reshaped to its first `rank` dimensions, after the check (an empty batch fed
+      with fewer dimensions, `endings=[]` say, becomes [0, 0]).
+    """
+    dims = tf.concat([tf.shape(tensor), -tf.ones([rank], tf.int32)], axis=0)[:rank]
+    shape = "[batch]" if rank == 1 else "[batch, choices]"
+    check = tf.debugging.Assert(
+        tf.equal(tf.reduce_prod(dims), tf.size(tensor)),
+        [f"input '{name}' must be a {rank}-D tensor of strings {shape}; got shape",
+         tf.shape(tensor)])
+    with tf.control_dependencies([check]):
+        return tf.reshape(tensor, tf.maximum(dims, 0))
+
+
+def _check_same_rows(first, first_name, second, second_name):
+    """Asserts that two inputs have the same number of rows (batch size)."""
+    rows_first, rows_second = tf.shape(first)[0], tf.shape(second)[0]
+    return tf.debugging.Assert(tf.equal(rows_first, rows_second), [
+        f"inputs '{first_name}' and '{second_name}' must have the same number of rows; got",
+        rows_first, "and", rows_second])
+
+
+def _checked_ids(input_ids, input_mask, segment_ids):
+    """The `ids` signature's inputs after checking that they have one shape [B, T]."""
+    checks = [tf.debugging.Assert(
+        tf.reduce_all(tf.equal(tf.shape(value), tf.shape(input_ids))),
+        [f"input '{name}' must have the shape of 'input_ids'; got", tf.shape(value), "and",
+         tf.shape(input_ids)]) for name, value in (("input_mask", input_mask),
+                                                    ("segment_ids", segment_ids))]
+    with tf.control_dependencies(checks):
+        return tf.identity(input_ids), input_mask, segment_ids
 
 
 def _label_table(label_names):
@@ -27,7 +105,7 @@ def _label_table(label_names):
     return asset, table
 
 
-class ClassifierExport(tf.Module):
+class ClassifierExport(ServingModule):
     """A `BertClassifier` behind two serving signatures.
 
     serving_default: string [B] `text_a` (and `text_b` for sentence-pair tasks; an empty
@@ -40,8 +118,7 @@ class ClassifierExport(tf.Module):
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_names,
                  pair_task):
-        super().__init__(name="classifier_export")
-        self.model = model
+        super().__init__(model, name="classifier_export")
         self.regression = model.regression
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.packer = BertInputPacker(max_seq_length, self.tokenizer.cls_id,
@@ -58,10 +135,16 @@ class ClassifierExport(tf.Module):
             self.serve_text = tf.function(lambda text_a: self._classify_text(text_a),
                                           input_signature=[text])
         ids = tf.TensorSpec([None, None], tf.int32)
-        self.serve_ids = tf.function(self._classify_ids, input_signature=[ids, ids, ids])
+        self.serve_ids = tf.function(lambda input_ids, input_mask, segment_ids: self._classify_ids(
+            *_checked_ids(input_ids, input_mask, segment_ids)), input_signature=[ids, ids, ids])
 
     def _classify_text(self, text_a, text_b=None):
-        ids_b = None if text_b is None else self.tokenizer(text_b)
+        text_a = _checked_rows(text_a, "text_a")
+        ids_b = None
+        if text_b is not None:
+            text_b = _checked_rows(text_b, "text_b")
+            with tf.control_dependencies([_check_same_rows(text_a, "text_a", text_b, "text_b")]):
+                ids_b = self.tokenizer(tf.identity(text_b))
         inputs = self.packer(self.tokenizer(text_a), ids_b)
         # Rows are padded to max_seq_length; only the batch's longest row needs computing.
         length = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
@@ -98,7 +181,7 @@ def save_versioned(module, export_dir):
     return final
 
 
-class SquadExport(tf.Module):
+class SquadExport(ServingModule):
     """A `BertSpanModel` behind two serving signatures.
 
     ids: int32 `input_ids`, `input_mask`, `segment_ids` [B, T] -> float32 `start_logits`,
@@ -120,8 +203,7 @@ class SquadExport(tf.Module):
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, max_query_length,
                  max_answer_length, version_2_with_negative, null_score_diff_threshold):
-        super().__init__(name="squad_export")
-        self.model = model
+        super().__init__(model, name="squad_export")
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.vocab = tf.saved_model.Asset(vocab_file)
         self.max_seq_length, self.max_query_length = max_seq_length, max_query_length
@@ -131,7 +213,8 @@ class SquadExport(tf.Module):
         text = tf.TensorSpec([None], tf.string)
         self.serve_text = tf.function(self._answer, input_signature=[text, text])
         ids = tf.TensorSpec([None, None], tf.int32)
-        self.serve_ids = tf.function(self._logits, input_signature=[ids, ids, ids])
+        self.serve_ids = tf.function(lambda input_ids, input_mask, segment_ids: self._logits(
+            *_checked_ids(input_ids, input_mask, segment_ids)), input_signature=[ids, ids, ids])
 
     def signatures(self):
         return {"serving_default": self.serve_text, "ids": self.serve_ids}
@@ -142,6 +225,11 @@ class SquadExport(tf.Module):
         return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
 
     def _answer(self, question, context):
+        question = _checked_rows(question, "question")
+        context = _checked_rows(context, "context")
+        with tf.control_dependencies([
+                _check_same_rows(question, "question", context, "context")]):
+            context = tf.identity(context)
         tokenizer = self.tokenizer
         query = tokenizer(question)[:, :self.max_query_length]
         ids, word_starts, word_limits = tokenizer.tokenize_with_word_offsets(context)
@@ -175,7 +263,9 @@ class SquadExport(tf.Module):
         width = tf.shape(input_ids, out_type=tf.int64)[1]
         first, last = best // width - offset, best % width - offset  # document token indexes
 
-        null_score_diff = start[:, 0] + end[:, 0] - score
+        # [:, :1] rather than [:, 0], so that an empty batch ([0, 0]) answers with no rows.
+        null_score = tf.reshape(start[:, :1] + end[:, :1], [-1])  # [B] at [CLS]
+        null_score_diff = null_score - score
         no_answer = kept <= 0
         if self.version_2_with_negative:
             no_answer |= null_score_diff > self.null_score_diff_threshold
@@ -204,7 +294,7 @@ def _row_values(ragged, index):
     return tf.gather(flat, position)
 
 
-class TaggerExport(tf.Module):
+class TaggerExport(ServingModule):
     """A `BertTokenClassifier` (NER) behind a raw-text signature.
 
     serving_default: string `text` [B], words separated by whitespace -> string `tags`
@@ -217,8 +307,7 @@ class TaggerExport(tf.Module):
     """
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, label_names):
-        super().__init__(name="tagger_export")
-        self.model = model
+        super().__init__(model, name="tagger_export")
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
         self.vocab = tf.saved_model.Asset(vocab_file)
@@ -230,6 +319,7 @@ class TaggerExport(tf.Module):
         return {"serving_default": self.serve_text}
 
     def _tag(self, text):
+        text = _checked_rows(text, "text")
         words = tf.strings.split(text)  # [B, (W)]
         pieces = self.tokenizer(words.flat_values)  # [words, (p)]
         counts = pieces.row_lengths()
@@ -264,7 +354,7 @@ class TaggerExport(tf.Module):
                 "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 
-class MultipleChoiceExport(tf.Module):
+class MultipleChoiceExport(ServingModule):
     """A `BertMultipleChoice` (SWAG) behind a raw-text signature.
 
     serving_default: string `context` [B] and `endings` [B, C] (SWAG: sent2 + " " + ending)
@@ -273,8 +363,7 @@ class MultipleChoiceExport(tf.Module):
     """
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
-        super().__init__(name="multiple_choice_export")
-        self.model = model
+        super().__init__(model, name="multiple_choice_export")
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.packer = BertInputPacker(max_seq_length, self.tokenizer.cls_id,
                                       self.tokenizer.sep_id)
@@ -286,7 +375,14 @@ class MultipleChoiceExport(tf.Module):
         return {"serving_default": self.serve_text}
 
     def _choose(self, context, endings):
-        choices = tf.shape(endings)[1]
+        context = _checked_rows(context, "context")
+        endings = _checked_rows(endings, "endings", rank=2)
+        rows, choices = tf.shape(endings)[0], tf.shape(endings)[1]
+        no_choices = tf.debugging.Assert(
+            (choices > 0) | (rows == 0), ["input 'endings' must hold at least one ending per row"])
+        with tf.control_dependencies([
+                no_choices, _check_same_rows(context, "context", endings, "endings")]):
+            endings = tf.identity(endings)
         contexts = tf.reshape(tf.repeat(context[:, tf.newaxis], choices, axis=1), [-1])
         packed = self.packer(self.tokenizer(contexts), self.tokenizer(tf.reshape(endings, [-1])))
         shape = tf.stack([tf.shape(endings)[0], choices, self.packer.seq_length])
@@ -294,5 +390,8 @@ class MultipleChoiceExport(tf.Module):
             ("input_ids", "input_ids"), ("input_mask", "input_mask"),
             ("token_type_ids", "segment_ids"))}
         probabilities = self.model(inputs, training=False)["probabilities"]
+        # A column of -1 that no probability loses to, so that an empty batch of no choices
+        # ([0, 0]) has an argmax too.
+        padded = tf.pad(probabilities, [[0, 0], [0, 1]], constant_values=-1.0)
         return {"probabilities": probabilities,
-                "label_ids": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+                "label_ids": tf.argmax(padded, axis=-1, output_type=tf.int32)}

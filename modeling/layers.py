@@ -292,4 +292,7 @@ class Pooler(keras.layers.Layer):
 
     def call(self, sequence_output):
         """Args: sequence_output [B, T, H]. Returns [B, H]."""
-        return self.dense(sequence_output[:, 0])
+        # A slice and a reshape rather than [:, 0], so that an empty batch ([0, 0, H]) pools
+        # to [0, H] instead of failing.
+        first_token = tf.reshape(sequence_output[:, :1], [-1, self.hidden_size])  # [B, H]
+        return self.dense(first_token)

@@ -108,6 +108,7 @@ def test_compiled_call_equals_eager(tiny_config, tiny_inputs):
     (lambda x: {"input_ids": x["input_ids"][0]}, "rank 2"),
     (lambda x: dict(x, input_mask=x["input_mask"][:, :5]), "input_mask must have the shape"),
     (lambda x: dict(x, segment_ids=x["token_type_ids"]), "unknown inputs.*segment_ids"),
+    (lambda x: {k: v[:, :0] for k, v in x.items()}, r"shape \(3, 0\) has rows without tokens"),
 ])
 def test_bad_inputs_raise_clear_errors(tiny_config, tiny_inputs, change, message):
     with pytest.raises(ValueError, match=message):
@@ -123,6 +124,23 @@ def test_bad_ids_fail_inside_a_graph_too(tiny_config, tiny_inputs):
         call(dict(tiny_inputs, input_ids=tiny_inputs["input_ids"] + 99))
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings 23"):
         call({k: np.tile(v, (1, 4)) for k, v in tiny_inputs.items()})
+    # Shapes left open at tracing are compared when the graph runs, not broadcast.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input_mask must have the shape"):
+        call(dict(tiny_inputs, input_mask=tiny_inputs["input_mask"][:1, :5]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="token_type_ids must have the sh"):
+        call(dict(tiny_inputs, token_type_ids=tiny_inputs["token_type_ids"][:, :1]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="rows without tokens"):
+        call({k: v[:, :0] for k, v in tiny_inputs.items()})
+
+
+def test_an_empty_batch_gives_empty_outputs(tiny_config):
+    model = BertModel(tiny_config)
+    empty = {k: np.zeros([0, 0], np.int32) for k in ("input_ids", "input_mask", "token_type_ids")}
+    signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in empty}]
+    compiled = tf.function(lambda x: model(x), input_signature=signature)
+    for outputs in (model(empty), compiled(empty)):
+        assert outputs["sequence_output"].shape == (0, 0, 32)
+        assert outputs["pooled_output"].shape == (0, 32)
 
 
 def test_keras_serialization_round_trip(tiny_config, tiny_inputs, tmp_path):

@@ -5,7 +5,6 @@ import math
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -16,6 +15,7 @@ from conftest import DATA, REFS
 from modeling import BertConfig, checkpoint
 from modeling.classifier import BertClassifier
 from scripts import run_on_logical_cpus, run_script, script_command, script_env
+from serving import read_features, serve
 
 SEQ = 24
 PAIRS = [  # invented
@@ -127,49 +127,23 @@ def test_the_original_format_checkpoint_loads_strictly(trained):
     assert tf.train.load_checkpoint(str(path)).get_tensor("global_step") == 18
 
 
-TF_ONLY_CLIENT = r"""
-import json, sys
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer's ops
-export_dir, records, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-loaded = tf.saved_model.load(export_dir)
-text = loaded.signatures["serving_default"](
-    text_a=tf.constant([a for a, _ in rows]), text_b=tf.constant([b for _, b in rows]))
-spec = {name: tf.io.FixedLenFeature([int(sys.argv[4])], tf.int64)
-        for name in ("input_ids", "input_mask", "segment_ids")}
-features = {name: tf.cast(value, tf.int32) for name, value in tf.io.parse_example(
-    list(tf.data.TFRecordDataset(records).as_numpy_iterator()), spec).items()}
-ids = loaded.signatures["ids"](**features)
-labels = open(loaded.labels_asset.asset_path.numpy().decode(), encoding="utf-8").read().split()
-ours = sorted(name for name in sys.modules if name.split(".")[0] in ("modeling", "run_classifier"))
-print(json.dumps({
-    "text": text["probabilities"].numpy().tolist(), "ids": ids["probabilities"].numpy().tolist(),
-    "label_ids": text["label_ids"].numpy().tolist(),
-    "labels": [s.decode() for s in text["labels"].numpy()], "asset_labels": labels,
-    "signatures": sorted(loaded.signatures), "our_modules": ours}))
-"""
-
-
 def test_savedmodel_served_by_tensorflow_alone_equals_do_predict(trained):
+    """Both signatures, through tf.saved_model.load and TF Serving's way (a session fed and
+    fetched by tensor name), in a process that imports only tensorflow and tensorflow_text."""
     root, _ = trained
     versions = [p for p in (root / "serving").iterdir() if not p.name.startswith(".")]
     assert len(versions) == 1 and versions[0].name.isdigit()
-    process = subprocess.run(
-        [sys.executable, "-c", TF_ONLY_CLIENT, str(versions[0]),
-         str(root / "out/predict.tf_record"), json.dumps(TEST_ROWS), str(SEQ)],
-        capture_output=True, text=True, env=script_env(PYTHONPATH=""), cwd=root,
-        timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    served = json.loads(process.stdout.splitlines()[-1])
-    assert served["our_modules"] == []
-    assert served["signatures"] == ["ids", "serving_default"]
+    text, ids = serve(versions[0], [
+        ("serving_default", {"text_a": [a for a, _ in TEST_ROWS],
+                             "text_b": [b for _, b in TEST_ROWS]}),
+        ("ids", read_features(root / "out/predict.tf_record", SEQ))])
     expected = read_test_results(root / "out/test_results.tsv")
-    np.testing.assert_allclose(served["text"], expected, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(served["ids"], expected, atol=1e-5, rtol=0)
-    assert served["label_ids"] == np.argmax(expected, axis=1).tolist()
-    assert served["asset_labels"] == ["0", "1"]
-    assert served["labels"] == [str(i) for i in served["label_ids"]]
+    for loader in ("session", "object_loader"):
+        np.testing.assert_allclose(text[loader]["probabilities"], expected, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(ids[loader]["probabilities"], expected, atol=1e-5, rtol=0)
+        assert text[loader]["label_ids"] == np.argmax(expected, axis=1).tolist()
+        assert text[loader]["labels"] == [str(i) for i in text[loader]["label_ids"]]
+    assert (versions[0] / "assets/labels.txt").read_text("utf-8").split() == ["0", "1"]
 
 
 def test_saved_model_cli_lists_both_signatures(trained):

@@ -2,14 +2,13 @@
 process with only TensorFlow and tensorflow-text."""
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from conftest import REFS
-from scripts import run_script, script_env
+from scripts import run_script
+from serving import serve
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]
@@ -74,29 +73,16 @@ def test_outputs(trained):
     assert "step 12/12" in process.stderr
 
 
-TF_ONLY_CLIENT = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer's ops
-rows = json.loads(sys.argv[2])
-loaded = tf.saved_model.load(sys.argv[1])
-out = loaded.signatures["serving_default"](
-    context=tf.constant([r[0] for r in rows]),
-    endings=tf.constant([[r[1] + " " + e for e in r[2]] for r in rows]))
-ours = sorted(name for name in sys.modules if name.split(".")[0] == "modeling")
-print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(), "ours": ours}))
-"""
-
-
 def test_savedmodel_in_a_tensorflow_only_process_equals_do_predict(trained):
+    """Through tf.saved_model.load and a session fed and fetched by tensor name (TF Serving's
+    way), in a process that imports only tensorflow and tensorflow_text."""
     root, _ = trained
     version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
-    process = subprocess.run([sys.executable, "-c", TF_ONLY_CLIENT, str(version),
-                              json.dumps(ROWS)], capture_output=True, text=True,
-                             env=script_env(PYTHONPATH=""), cwd=root, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    served = json.loads(process.stdout.splitlines()[-1])
-    assert served["ours"] == []
+    (served,) = serve(version, [("serving_default", {
+        "context": [r[0] for r in ROWS],
+        "endings": [[r[1] + " " + e for e in r[2]] for r in ROWS]})])
     expected = [[float(v) for v in line.split("\t")[1:]]
                 for line in (root / "out/test_results.tsv").read_text().splitlines()]
-    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5, rtol=0)
+    for loader in ("session", "object_loader"):
+        np.testing.assert_allclose(served[loader]["probabilities"], expected, atol=1e-5, rtol=0)
+        assert served[loader]["label_ids"] == np.argmax(expected, axis=1).tolist()

@@ -1,14 +1,13 @@
 """run_ner.py end to end on invented CoNLL-format files (IOB1, as the original CoNLL-2003
 release), and its SavedModel tagging words in a process with only TensorFlow."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from conftest import DATA
 from modeling import ner_data
-from scripts import run_on_logical_cpus, run_script, script_env
+from scripts import run_on_logical_cpus, run_script
+from serving import assert_same_outputs, serve
 
 SENTENCES = [  # invented, IOB1: an entity starts with I-, B- only between two of one type
     [("Mara", "I-PER"), ("Quill", "I-PER"), ("sailed", "O"), ("to", "O"),
@@ -88,30 +87,18 @@ def test_outputs_keep_every_word_with_a_predicted_tag(trained):
         assert {t for s in tags for t in s} <= labels, name
 
 
-TF_ONLY_CLIENT = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer's ops
-texts = json.loads(sys.argv[2])
-out = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](text=tf.constant(texts))
-ours = sorted(name for name in sys.modules if name.split(".")[0] == "modeling")
-print(json.dumps({"tags": [[t.decode() for t in row] for row in out["tags"].numpy()],
-                  "num_words": out["num_words"].numpy().tolist(), "ours": ours}))
-"""
-
-
 def test_savedmodel_tags_each_word_as_run_ner(trained):
+    """Through tf.saved_model.load and a session fed and fetched by tensor name (TF Serving's
+    way), in a process that imports only tensorflow and tensorflow_text."""
     root, _ = trained
     version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
     texts = [" ".join(w for w, _ in s) for s in SENTENCES[:2]]  # sentences of one window
-    process = subprocess.run([sys.executable, "-c", TF_ONLY_CLIENT, str(version),
-                              json.dumps(texts)], capture_output=True, text=True,
-                             env=script_env(PYTHONPATH=""), cwd=root, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    served = json.loads(process.stdout.splitlines()[-1])
-    assert served["ours"] == [] and served["num_words"] == [7, 10]
+    (served,) = serve(version, [("serving_default", {"text": texts})])
+    assert_same_outputs(served["session"], served["object_loader"])
+    assert served["session"]["num_words"] == [7, 10]
     predicted = [[row[-1] for row in s] for s in _columns(root / "out/test_predictions.txt")]
-    for row, tags, count in zip(served["tags"], predicted, served["num_words"]):
+    for row, tags, count in zip(served["session"]["tags"], predicted,
+                                served["session"]["num_words"]):
         assert row[:count] == ner_data.to_iob2(tags)  # the export speaks IOB2
 
 

@@ -1,15 +1,14 @@
 """run_squad.py end to end on the invented refs/squad file: fine-tune, predict, score, export,
 and the SavedModel answering questions in a process with only TensorFlow and tensorflow-text."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from conftest import REFS
 from modeling import BertConfig, checkpoint
 from modeling.span_model import BertSpanModel
-from scripts import run_on_logical_cpus, run_script, script_env
+from scripts import run_on_logical_cpus, run_script
+from serving import assert_same_outputs, read_features, serve
 
 SEQ = 192  # every context of tiny_squad_v2.json fits one window
 
@@ -75,51 +74,29 @@ def test_the_original_format_checkpoint_loads_strictly(trained):
     assert "cls/squad/output_weights" in result.loaded and not result.unused
 
 
-TF_ONLY_CLIENT = r"""
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # registers the tokenizer's ops
-export_dir, squad, records, seq = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-loaded = tf.saved_model.load(export_dir)
-questions, contexts, ids = [], [], []
-for article in json.load(open(squad, encoding="utf-8"))["data"]:
-    for paragraph in article["paragraphs"]:
-        for qa in paragraph["qas"]:
-            questions.append(qa["question"]); contexts.append(paragraph["context"])
-            ids.append(qa["id"])
-answers = loaded.signatures["serving_default"](question=tf.constant(questions),
-                                               context=tf.constant(contexts))
-spec = {name: tf.io.FixedLenFeature([seq], tf.int64)
-        for name in ("input_ids", "input_mask", "segment_ids")}
-spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
-features = tf.io.parse_example(list(tf.data.TFRecordDataset(records).as_numpy_iterator()), spec)
-logits = loaded.signatures["ids"](**{name: tf.cast(features[name], tf.int32)
-                                     for name in ("input_ids", "input_mask", "segment_ids")})
-ours = sorted(name for name in sys.modules if name.split(".")[0] in ("modeling", "run_squad"))
-print(json.dumps({
-    "ids": ids, "contexts": contexts,
-    "answers": [a.decode() for a in answers["answer"].numpy()],
-    "start_char": answers["start_char"].numpy().tolist(),
-    "end_char": answers["end_char"].numpy().tolist(),
-    "start_logits": logits["start_logits"].numpy().tolist(), "our_modules": ours}))
-"""
-
-
 def test_savedmodel_answers_like_run_squad_in_a_tensorflow_only_process(trained):
+    """Both signatures, through tf.saved_model.load and a session fed and fetched by tensor
+    name (TF Serving's way), in a process that imports only tensorflow and tensorflow_text."""
     root, _ = trained
     version = next(p for p in (root / "serving").iterdir() if p.name.isdigit())
-    process = subprocess.run(
-        [sys.executable, "-c", TF_ONLY_CLIENT, str(version), str(REFS / "squad/tiny_squad_v2.json"),
-         str(root / "out/eval.tf_record"), str(SEQ)],
-        capture_output=True, text=True, env=script_env(PYTHONPATH=""), cwd=root, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    served = json.loads(process.stdout.splitlines()[-1])
-    assert served["our_modules"] == []
-    assert len(served["start_logits"]) == 10  # one window per question at this length
+    questions, contexts, ids = [], [], []
+    squad = json.loads((REFS / "squad/tiny_squad_v2.json").read_text("utf-8"))
+    for article in squad["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                questions.append(qa["question"])
+                contexts.append(paragraph["context"])
+                ids.append(qa["id"])
+    features = read_features(root / "out/eval.tf_record", SEQ)
+    text, logits = serve(version, [
+        ("serving_default", {"question": questions, "context": contexts}), ("ids", features)])
+    assert_same_outputs(text["session"], text["object_loader"])
+    assert_same_outputs(logits["session"], logits["object_loader"])
+    assert len(logits["session"]["start_logits"]) == 10  # one window per question here
     predictions = json.loads((root / "out/predictions.json").read_text())
-    for qid, context, answer, start, end in zip(served["ids"], served["contexts"],
-                                                served["answers"], served["start_char"],
-                                                served["end_char"]):
+    answers = text["session"]
+    for qid, context, answer, start, end in zip(ids, contexts, answers["answer"],
+                                                answers["start_char"], answers["end_char"]):
         expected = predictions[qid]
         if expected == "":
             assert (answer, start, end) == ("", -1, -1), qid

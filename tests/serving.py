@@ -1,0 +1,237 @@
+"""Serves an exported SavedModel the ways users do, from processes that know nothing of ours.
+
+- `serve(...)`: a fresh Python process that imports only `tensorflow` and `tensorflow_text`
+  runs each request through `tf.saved_model.load` (the TF2 object loader) and through the TF1
+  session loader (MetaGraph import, the SavedModel's restore op, then `Session.run` fed and
+  fetched by the signature's tensor names: what TF Serving's C++ loader does).
+- `serve_once(...)`: TF Serving's C++ loader itself (`tensorflow::LoadSavedModel`), through
+  the `serve_once` program of ../shared/tools/tf_serving_loader, built here from the wheel.
+"""
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import SHARED
+from scripts import script_env
+
+_CLIENT = r"""
+import json, os, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops, as TF Serving links them
+from tensorflow.core.protobuf import saved_model_pb2
+
+jobs = json.load(open(sys.argv[1], encoding="utf-8"))  # [[export_dir, requests], ...]
+
+
+def plain(value):
+    value = np.asarray(value)
+    if value.dtype == object:
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value).tolist()
+    return value.tolist()
+
+
+def as_array(spec, dtype):
+    dtype = object if dtype == tf.string else dtype.as_numpy_dtype
+    return np.array(spec["value"], dtype=dtype).reshape(spec["shape"])
+
+
+def by_object_loader(loaded, signature, inputs):
+    function = loaded.signatures[signature]
+    specs = function.structured_input_signature[1]
+    outputs = function(**{name: tf.constant(as_array(spec, specs[name].dtype), specs[name].dtype)
+                          for name, spec in inputs.items()})
+    return {name: plain(value.numpy()) for name, value in outputs.items()}
+
+
+def signature_defs(export_dir):
+    saved_model = saved_model_pb2.SavedModel.FromString(
+        open(os.path.join(export_dir, "saved_model.pb"), "rb").read())
+    return next(meta.signature_def for meta in saved_model.meta_graphs
+                if "serve" in meta.meta_info_def.tags)
+
+
+sessions = {}  # one per signature (and set of loosely fed inputs), as a server holds one
+
+
+def session_for(export_dir, signature, names, loose):
+    key = (export_dir, signature, names if loose else ())
+    if key not in sessions:
+        sig = signature_defs(export_dir)[signature]
+        placeholders = {}
+        graph = tf.Graph()
+        with graph.as_default():
+            if loose:
+                # Shape-less placeholders in place of the signature's, so that a request of
+                # any shape reaches the graph as TF Serving's C++ feed lets it (Python's
+                # Session.run checks a feed's shape against the placeholder itself).
+                placeholders = {sig.inputs[name].name: tf.compat.v1.placeholder(
+                    tf.as_dtype(sig.inputs[name].dtype), None) for name in names}
+            session = tf.compat.v1.Session(graph=graph)
+            tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir,
+                                                 input_map=placeholders or None)
+        sessions[key] = (session, sig, placeholders)
+    return sessions[key]
+
+
+def by_session(export_dir, signature, inputs, loose):
+    session, sig, placeholders = session_for(export_dir, signature, tuple(sorted(inputs)), loose)
+    feeds = {}
+    for name, spec in inputs.items():
+        tensor = sig.inputs[name].name
+        dtype = tf.as_dtype(sig.inputs[name].dtype)
+        feeds[placeholders.get(tensor, tensor)] = as_array(spec, dtype)
+    return run(session, sig, feeds)
+
+
+def run(session, sig, feeds):
+    try:
+        outputs = session.run({key: info.name for key, info in sig.outputs.items()}, feeds)
+    except tf.errors.OpError as error:
+        return {"error": error.message}
+    return {name: plain(value) for name, value in outputs.items()}
+
+
+answers = []
+for export_dir, requests in jobs:
+    loaded = None if all(r["loose"] for r in requests) else tf.saved_model.load(export_dir)
+    results = []
+    for request in requests:
+        signature, inputs = request["signature"], request["inputs"]
+        result = {"session": by_session(export_dir, signature, inputs, request["loose"])}
+        if not request["loose"]:
+            result["object_loader"] = by_object_loader(loaded, signature, inputs)
+        results.append(result)
+    answers.append(results)
+ours = sorted(name for name in sys.modules
+              if name.split(".")[0] in ("modeling", "conftest", "serving", "scripts")
+              or name.startswith("run_"))
+print(json.dumps({"answers": answers, "our_modules": ours}))
+"""
+
+
+def _request(signature, inputs, loose=False):
+    arrays = {name: np.asarray(value) for name, value in inputs.items()}
+    return {"signature": signature, "loose": loose, "inputs": {
+        name: {"value": value.tolist(), "shape": list(value.shape)}
+        for name, value in arrays.items()}}
+
+
+def serve(export_dir, requests, loose_requests=()):
+    """Runs requests against the SavedModel in a TensorFlow-only process.
+
+    Args:
+      export_dir: a SavedModel version folder.
+      requests: list of (signature name, {input name: array-like}), run by both loaders.
+      loose_requests: the same, fed to the session loader in any shape (as TF Serving's C++
+        feed does) and not to the TF2 loader (its signatures refuse other shapes before the
+        graph runs).
+
+    Returns:
+      A list, one per request then one per loose request, of {"session": outputs,
+      "object_loader": outputs} (outputs: a dict of nested lists, or {"error": message} when
+      the graph refused the request; no "object_loader" for loose requests).
+    """
+    return serve_many([(export_dir, requests, loose_requests)])[0]
+
+
+def serve_many(jobs):
+    """`serve` for several (export_dir, requests, loose_requests), in one process."""
+    payload = [[str(directory), [_request(s, i, False) for s, i in requests]
+                + [_request(s, i, True) for s, i in loose]] for directory, requests, loose in jobs]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(payload, file)
+    try:
+        process = subprocess.run([sys.executable, "-c", _CLIENT, file.name],
+                                 capture_output=True, text=True, timeout=600,
+                                 env=script_env(PYTHONPATH=""), cwd=tempfile.gettempdir())
+    finally:
+        os.unlink(file.name)
+    assert process.returncode == 0, process.stderr[-3000:]
+    served = json.loads(process.stdout.splitlines()[-1])
+    assert served["our_modules"] == [], "the client must need nothing of this project"
+    return served["answers"]
+
+
+def read_features(records, seq_length, names=("input_ids", "input_mask", "segment_ids")):
+    """The int32 features of a TFRecord file of the scripts, {name: [records, seq_length]}."""
+    spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in names}
+    parsed = tf.io.parse_example(list(tf.data.TFRecordDataset(str(records)).as_numpy_iterator()),
+                                 spec)
+    return {name: value.numpy().astype(np.int32) for name, value in parsed.items()}
+
+
+def assert_same_outputs(actual, expected, atol=1e-5):
+    """Outputs dicts equal: numbers to `atol`, strings exactly."""
+    assert "error" not in actual, actual.get("error")
+    assert sorted(actual) == sorted(expected)
+    for name, value in expected.items():
+        value, got = np.asarray(value), np.asarray(actual[name])
+        assert got.shape == value.shape, name
+        if value.dtype.kind in "fi":
+            np.testing.assert_allclose(got, value, atol=atol, rtol=0, err_msg=name)
+        else:
+            assert got.tolist() == value.tolist(), name
+
+
+TEXT_OP_LIBRARIES = "tensorflow_text/python/ops"
+
+
+@functools.lru_cache(maxsize=None)
+def serve_once_binary():
+    """Builds ../shared/tools/tf_serving_loader/serve_once against the installed TensorFlow
+    (about 15-30 s, once per test session); skips when it cannot be built here."""
+    build = SHARED / "tools/tf_serving_loader/build.sh"
+    if not build.exists():
+        pytest.skip(f"{build} is absent: TF Serving's loader is built from ../shared/tools")
+    if not shutil.which(os.environ.get("CXX", "g++")):
+        pytest.skip("no C++ compiler (g++ or $CXX) to build TF Serving's loader")
+    binary = os.path.join(tempfile.mkdtemp(prefix="serve_once_"), "serve_once")
+    process = subprocess.run(["bash", str(build), binary], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHON=sys.executable), timeout=600)
+    assert process.returncode == 0, f"serve_once did not build:\n{process.stderr[-3000:]}"
+    return binary
+
+
+def text_op_libraries():
+    """Every tensorflow-text op library: the model server links them all in."""
+    import tensorflow_text
+    directory = os.path.join(os.path.dirname(tensorflow_text.__file__), "python/ops")
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                  if name.endswith(".so"))
+
+
+def serve_once(export_dir, signature, strings=None, int32=None):
+    """Runs one request through TF Serving's C++ loader.
+
+    Args:
+      strings: {input name: list of str} (1-D string inputs; rows may not contain "|").
+      int32: {input name: int array [rows, cols]}.
+
+    Returns:
+      (exit status, outputs dict of numpy arrays or None, stderr).
+    """
+    args = [serve_once_binary(), str(export_dir), signature]
+    args += [f"--op_library={path}" for path in text_op_libraries()]
+    for name, rows in (strings or {}).items():
+        assert not any("|" in row or "\n" in row for row in rows)
+        args.append(f"--string={name}={'|'.join(rows)}")
+    for name, value in (int32 or {}).items():
+        value = np.asarray(value, np.int32)
+        flat = ",".join(str(v) for v in value.reshape(-1))
+        args.append(f"--int32={name}={value.shape[0]}x{value.shape[1]}:{flat}")
+    process = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                             env=script_env())
+    outputs = None
+    if process.returncode == 0:
+        outputs = {name: np.reshape(tensor["values"], tensor["shape"])
+                   for name, tensor in json.loads(process.stdout.splitlines()[-1]).items()}
+    return process.returncode, outputs, process.stderr

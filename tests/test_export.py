@@ -1,0 +1,340 @@
+"""Every export, served the ways TF Serving users serve it: the TF1 session loader (MetaGraph
+import, the restore op, tensors fed and fetched by name), TF Serving's C++ loader, and
+`saved_model_cli run`, each equal to `tf.saved_model.load`; the ops it needs; bad requests."""
+import ast
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT
+from modeling import BertConfig
+from modeling import export
+from modeling.classifier import BertClassifier
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.span_model import BertSpanModel
+from modeling.token_classifier import BertTokenClassifier
+from scripts import script_env
+from serving import assert_same_outputs, serve_many, serve_once
+
+SEQ = 24
+WORDS = ("the keeper lit lamp at dusk boat left harbour early market closed before noon storm "
+         "broke old mast river rose in spring baker sold bread square ship sea was calm").split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s", "##ed", "##ing", "."]
+TAGS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+SENTENCES = [
+    "the keeper lit the lamp at dusk",
+    "",
+    "Ünïcödé façade — naïve café 東京 ½",
+    " ".join(["the boat left the harbour early"] * 8),  # longer than SEQ
+    "storm",
+    "the baker sold bread in the square before noon.",
+]
+
+
+def mixed_rows(count, seed):
+    """`count` sentences of 0 to 30 words (some beyond SEQ tokens), drawn from WORDS."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(0, 31))) for _ in range(count)]
+
+
+def ids_inputs(rows, length, seed):
+    """int32 `ids` signature inputs [rows, length]: [CLS] ... [SEP], then padding."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, length + 1, size=rows)
+    ids = rng.integers(5, len(VOCAB), size=(rows, length))
+    mask = (np.arange(length)[None] < lengths[:, None]).astype(np.int32)
+    ids[:, 0] = 2
+    ids[np.arange(rows), lengths - 1] = 3
+    segments = ((np.arange(length)[None] >= lengths[:, None] // 2) & (mask == 1)).astype(np.int32)
+    return {"input_ids": ids * mask, "input_mask": mask, "segment_ids": segments}
+
+
+# Each export: (how to build it from the model, the model, its requests).
+def _classifier(vocab):
+    model = BertClassifier(CONFIG, num_labels=3)
+    module = export.ClassifierExport(model, vocab, True, SEQ, ["neg", "neutral", "pos"], True)
+    return module, [
+        ("serving_default", {"text_a": SENTENCES, "text_b": SENTENCES[::-1]}),
+        ("ids", ids_inputs(4, SEQ, seed=1)),
+    ]
+
+
+def _regression(vocab):
+    model = BertClassifier(CONFIG, num_labels=1, regression=True)
+    module = export.ClassifierExport(model, vocab, True, SEQ, [], False)
+    return module, [("serving_default", {"text_a": SENTENCES}),
+                    ("ids", ids_inputs(3, 9, seed=2))]
+
+
+def _squad(vocab):
+    module = export.SquadExport(BertSpanModel(CONFIG), vocab, True, SEQ, max_query_length=8,
+                                max_answer_length=5, version_2_with_negative=True,
+                                null_score_diff_threshold=0.0)
+    questions = ["who lit the lamp", "when", "", "what broke the old mast", "where", "x"]
+    return module, [
+        ("serving_default", {"question": questions, "context": SENTENCES}),
+        ("ids", ids_inputs(5, SEQ, seed=3)),
+    ]
+
+
+def _tagger(vocab):
+    module = export.TaggerExport(BertTokenClassifier(CONFIG, len(TAGS)), vocab, False, SEQ,
+                                 TAGS)
+    return module, [("serving_default", {"text": SENTENCES})]
+
+
+def _multiple_choice(vocab):
+    module = export.MultipleChoiceExport(BertMultipleChoice(CONFIG), vocab, True, SEQ)
+    endings = [[s, s[::-1], "the sea was calm"] for s in SENTENCES]
+    return module, [("serving_default", {"context": SENTENCES[::-1], "endings": endings})]
+
+
+CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=37, max_position_embeddings=SEQ,
+                    type_vocab_size=2)
+EXPORTS = {"classifier": _classifier, "regression": _regression, "squad": _squad,
+           "tagger": _tagger, "multiple_choice": _multiple_choice}
+# The input of each export's text signature that carries one row per example.
+TEXT_INPUTS = {"classifier": ("text_a", "text_b"), "regression": ("text_a",),
+               "squad": ("question", "context"), "tagger": ("text",),
+               "multiple_choice": ("context", "endings")}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Every export of a random tiny model, saved as run_X.py saves it: {name: (dir, requests)}."""
+    root = tmp_path_factory.mktemp("exports")
+    vocab = root / "vocab.txt"
+    vocab.write_text("".join(f"{token}\n" for token in VOCAB), "utf-8")
+    saved = {}
+    for name, build in EXPORTS.items():
+        keras.utils.set_random_seed(len(name))
+        module, requests = build(str(vocab))
+        saved[name] = (pathlib.Path(export.save_versioned(module, str(root / name))), requests)
+    return saved
+
+
+@pytest.fixture(scope="module")
+def served(exported):
+    """Each export served in a TF-only process: {name: (requests, results, bad results)}.
+    The requests end with a row alone and in a batch of 64; the bad results are keyed by the
+    id of their BAD_REQUESTS inputs."""
+    jobs, names = [], list(exported)
+    for name in names:
+        directory, requests = exported[name]
+        bad = [(signature, inputs) for export_name, signature, inputs, _ in BAD_REQUESTS
+               if export_name == name]
+        jobs.append((directory, requests + batch_requests(name), bad))
+    results = {}
+    for name, (_, requests, bad), answers in zip(names, jobs, serve_many(jobs)):
+        bad_results = {id(inputs): answer["session"]
+                       for (_, inputs), answer in zip(bad, answers[len(requests):])}
+        results[name] = (requests, answers[:len(requests)], bad_results)
+    return results
+
+
+def batch_requests(name):
+    """The text signature on one row alone, then on that row at index 17 of 64 mixed rows."""
+    rows = mixed_rows(64, seed=7)
+    rows[17] = "the keeper lit the lamp at dusk"
+    inputs = {}
+    for field in TEXT_INPUTS[name]:
+        column = rows if field != "text_b" else rows[::-1]
+        if field == "endings":
+            column = [[row, "the sea was calm", row[::-1]] for row in rows]
+        inputs[field] = column
+    alone = {field: column[17:18] for field, column in inputs.items()}
+    return [("serving_default", alone), ("serving_default", inputs)]
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_the_session_loader_answers_every_signature_as_tf_saved_model_load(served, name):
+    requests, results, _ = served[name]
+    assert {signature for signature, _ in requests} >= (
+        {"serving_default", "ids"} if name in ("classifier", "regression", "squad")
+        else {"serving_default"})
+    for (signature, inputs), result in zip(requests, results):
+        assert_same_outputs(result["session"], result["object_loader"])
+        rows = len(next(iter(inputs.values())))
+        assert all(len(value) == rows for value in result["session"].values()), signature
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_a_row_alone_equals_the_row_inside_a_batch_of_64(served, name):
+    _, results, _ = served[name]
+    alone, batch = results[-2]["session"], results[-1]["session"]
+    assert len(next(iter(batch.values()))) == 64
+    row = {key: np.asarray(value)[17:18] for key, value in batch.items()}
+    if name == "tagger":  # [B, W] outputs are padded to the batch's longest row
+        words = alone["num_words"][0]
+        row = {key: value if value.ndim == 1 else value[:, :words] for key, value in row.items()}
+        alone = {key: np.asarray(value)[:, :words] if np.ndim(value) == 2 else value
+                 for key, value in alone.items()}
+    assert_same_outputs(row, alone)
+
+
+@pytest.mark.parametrize("name", ["classifier", "squad", "tagger"])
+def test_tf_servings_cpp_loader_answers_as_tf_saved_model_load(exported, served, name):
+    """serve_once feeds 1-D strings and 2-D int32: every signature but multiple choice's,
+    whose `endings` is a 2-D string tensor (its graph is the same kind, proven above)."""
+    directory, requests = exported[name]
+    for (signature, inputs), result in zip(requests, served[name][1]):
+        strings = {k: v for k, v in inputs.items() if isinstance(v[0], str)}
+        int32 = {k: v for k, v in inputs.items() if k not in strings}
+        status, outputs, stderr = serve_once(directory, signature, strings, int32)
+        assert status == 0, stderr[-3000:]
+        assert_same_outputs(outputs, result["object_loader"])
+
+
+def readme_saved_model_cli_command():
+    """The `saved_model_cli run` command of the README (a backslash-continued block)."""
+    text = (ROOT / "README.md").read_text("utf-8")
+    match = re.search(r"^(python -c '[^\n]*saved_model_cli[^\n]*\\\n(?:[^\n]*\\\n)*[^\n]*)$",
+                      text, re.MULTILINE)
+    assert match, "README.md shows no saved_model_cli run command"
+    return match.group(1).replace("\\\n", " ")
+
+
+def test_saved_model_cli_run_answers_as_the_readme_shows(exported, tmp_path):
+    command = readme_saved_model_cli_command()
+    directory = exported["classifier"][0]
+    command = re.sub(r"--dir \S+", f"--dir {directory}", command)
+    command = command.replace("python ", f"{sys.executable} ", 1)
+    process = subprocess.run(["bash", "-c", f"{command} --outdir {tmp_path}"],
+                             capture_output=True, text=True, env=script_env(), timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    inputs = dict(assignment.split("=", 1) for assignment in
+                  re.search(r"--input_exprs '([^']*)'", command).group(1).split(";"))
+    expected = tf.saved_model.load(str(directory)).signatures["serving_default"](
+        **{name: tf.constant(ast.literal_eval(value)) for name, value in inputs.items()})
+    for name, value in expected.items():
+        printed = np.load(tmp_path / f"{name}.npy", allow_pickle=True)
+        if value.dtype == tf.string:
+            assert printed.tolist() == value.numpy().tolist(), name
+        else:
+            np.testing.assert_allclose(printed, value.numpy(), atol=1e-6, err_msg=name)
+
+
+# tensorflow-text ops that TF Serving's model server links in (tensorflow-text ops are in
+# the server from 2.2; FastWordpieceTokenizeWithOffsets is absent from 2.8 and 2.9).
+SERVED_TEXT_OPS = {"FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets"}
+# Ops never to use: the RoundRobinTrim* ops are absent from TF Serving 2.12 to 2.19.
+UNSERVED_OPS = re.compile(r"RoundRobin")
+
+_CORE_OPS = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+print(json.dumps([op for op in json.loads(sys.argv[1]) if op_def_registry.get(op) is None]))
+"""
+
+
+def exported_ops(directory):
+    """Every op type in the SavedModel's graphs, inside functions too."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    saved = saved_model_pb2.SavedModel.FromString((directory / "saved_model.pb").read_bytes())
+    ops = set()
+    for meta in saved.meta_graphs:
+        library = meta.graph_def.library
+        functions = {function.signature.name for function in library.function}
+        ops |= {node.op for node in meta.graph_def.node}
+        ops |= {node.op for function in library.function for node in function.node_def}
+    return ops - functions
+
+
+def test_every_exported_op_is_core_tensorflow_or_a_served_text_op(exported):
+    ops = set().union(*(exported_ops(directory) for directory, _ in exported.values()))
+    # Core: registered in a process that has imported only tensorflow.
+    process = subprocess.run([sys.executable, "-c", _CORE_OPS, json.dumps(
+        sorted(ops))], capture_output=True, text=True, env=script_env(PYTHONPATH=""),
+        timeout=300)
+    assert process.returncode == 0, process.stderr[-2000:]
+    not_core = set(json.loads(process.stdout.splitlines()[-1]))
+    assert not_core <= SERVED_TEXT_OPS, sorted(not_core - SERVED_TEXT_OPS)
+    assert not [op for op in ops if UNSERVED_OPS.search(op)]
+    assert "FastWordpieceTokenizeWithOffsets" in ops and len(ops) > 50
+
+
+BAD_REQUESTS = [
+    # (export, signature, inputs, the error's words, or None: answers with 0 rows)
+    ("classifier", "serving_default", {"text_a": [], "text_b": []}, None),
+    ("classifier", "ids", {name: np.zeros([0, 0], np.int32)
+                           for name in ("input_ids", "input_mask", "segment_ids")}, None),
+    ("regression", "serving_default", {"text_a": np.array([], object)}, None),
+    ("squad", "serving_default", {"question": [], "context": []}, None),
+    ("squad", "ids", {name: np.zeros([0, 0], np.int32)
+                      for name in ("input_ids", "input_mask", "segment_ids")}, None),
+    ("tagger", "serving_default", {"text": []}, None),
+    ("multiple_choice", "serving_default", {"context": [], "endings": np.zeros([0, 4], object)},
+     None),
+    ("multiple_choice", "serving_default", {"context": [], "endings": []}, None),
+    ("classifier", "serving_default", {"text_a": [["a", "b"], ["c", "d"]], "text_b": ["a", "b"]},
+     "input 'text_a' must be a 1-D tensor of strings [batch]; got shape] [2 2]"),
+    ("classifier", "serving_default", {"text_a": "the lamp", "text_b": "the boat"},
+     "input 'text_a' must be a 1-D tensor of strings [batch]; got shape] []"),
+    ("classifier", "serving_default", {"text_a": ["a", "b"], "text_b": ["a"]},
+     "inputs 'text_a' and 'text_b' must have the same number of rows; got] [2] [and] [1]"),
+    ("regression", "serving_default", {"text_a": [["a"], ["b"], ["c"]]}, None),  # [3, 1]: 3 rows
+    ("squad", "serving_default", {"question": ["who"], "context": ["the", "keeper"]},
+     "inputs 'question' and 'context' must have the same number of rows"),
+    ("squad", "serving_default", {"question": "who", "context": "the keeper"},
+     "input 'question' must be a 1-D tensor of strings [batch]; got shape] []"),
+    ("tagger", "serving_default", {"text": [["the", "lamp"]]},
+     "input 'text' must be a 1-D tensor of strings [batch]; got shape] [1 2]"),
+    ("multiple_choice", "serving_default", {"context": ["a", "b"], "endings": [["x", "y"]]},
+     "inputs 'context' and 'endings' must have the same number of rows; got] [2] [and] [1]"),
+    ("multiple_choice", "serving_default", {"context": ["a"], "endings": ["x", "y"]},
+     "input 'endings' must be a 2-D tensor of strings [batch, choices]; got shape] [2]"),
+    ("multiple_choice", "serving_default", {"context": ["a"], "endings": np.zeros([1, 0], object)},
+     "input 'endings' must hold at least one ending per row"),
+    ("classifier", "ids", {"input_ids": [[2, 7, 3]], "input_mask": [[1, 0]],
+                           "segment_ids": [[0, 0, 0]]},
+     "input 'input_mask' must have the shape of 'input_ids'; got] [1 2] [and] [1 3]"),
+    ("classifier", "ids", {"input_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1, 1, 1]],
+                           "segment_ids": [[0, 0, 0]]},
+     "input 'input_mask' must have the shape of 'input_ids'; got] [1 5] [and] [1 3]"),
+    ("squad", "ids", {"input_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]],
+                      "segment_ids": [[0, 0]]},
+     "input 'segment_ids' must have the shape of 'input_ids'; got] [1 2] [and] [1 3]"),
+    ("classifier", "ids", {name: np.zeros([2, 0], np.int32)
+                           for name in ("input_ids", "input_mask", "segment_ids")},
+     "input_ids has rows without tokens"),
+    ("classifier", "ids", {"input_ids": [[2, 99, 3]], "input_mask": [[1, 1, 1]],
+                           "segment_ids": [[0, 0, 0]]}, "input_ids contains an id >= vocab_size"),
+    ("classifier", "ids", {name: np.ones([1, SEQ + 1], np.int32)
+                           for name in ("input_ids", "input_mask", "segment_ids")},
+     "sequence length exceeds max_position_embeddings"),
+]
+
+
+@pytest.mark.parametrize("name, signature, inputs, error", BAD_REQUESTS,
+                         ids=[f"{case[0]}-{case[1]}-{i}" for i, case in enumerate(BAD_REQUESTS)])
+def test_a_bad_request_gets_a_clear_error_or_empty_outputs(served, name, signature, inputs,
+                                                           error):
+    result = served[name][2][id(inputs)]
+    if error is None:
+        assert "error" not in result, result.get("error")
+        rows = np.asarray(inputs[next(iter(inputs))], dtype=object).shape[0]
+        assert all(len(value) == rows for value in result.values()), result
+    else:
+        assert error in result.get("error", "").replace("\\'", "'"), result
+
+
+def test_tf_servings_cpp_loader_answers_an_empty_batch_and_refuses_a_mismatched_mask(exported):
+    directory = exported["classifier"][0]
+    status, outputs, stderr = serve_once(directory, "serving_default",
+                                         {"text_a": [], "text_b": []})
+    assert status == 0, stderr[-2000:]
+    assert outputs["probabilities"].shape == (0, 3) and outputs["labels"].shape == (0,)
+    status, outputs, stderr = serve_once(directory, "ids", int32={
+        "input_ids": [[2, 7, 3]], "input_mask": [[1, 0]], "segment_ids": [[0, 0, 0]]})
+    assert status == 1
+    assert "input 'input_mask' must have the shape of 'input_ids'" in stderr.replace("\\'", "'")
