@@ -38,7 +38,7 @@ def gelu_exact(x):
 
     What Hugging Face and PyTorch call "gelu". Models trained with it (most Hugging Face BERTs)
     need it to reproduce their outputs: the tanh form is up to 5e-4 away (at x = 2.7) and the
-    difference grows through the layers (README.md, "Hugging Face models").
+    difference grows through the layers (README.md, "Hugging Face models, in and out").
 
     Args:
       x: float Tensor of any shape.
