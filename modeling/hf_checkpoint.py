@@ -398,6 +398,9 @@ def hf_to_original(hf_dir, ckpt_path, gelu="exact"):
     if not os.path.isfile(config_path):
         raise ValueError(f"{config_path}: not found; a Hugging Face folder has config.json "
                          f"beside its weights")
+    if os.path.isdir(ckpt_path):
+        raise ValueError(f"--output={ckpt_path} is a folder; give a checkpoint prefix, such as "
+                         f"{os.path.join(ckpt_path, 'bert_model.ckpt')}")
     output_dir = os.path.dirname(ckpt_path) or "."
     _check_not_into(output_dir, [config_path], "output")
     raw_config = read_json(config_path)

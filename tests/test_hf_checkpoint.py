@@ -224,6 +224,8 @@ def test_a_folder_without_weights_or_vocabulary_is_refused_by_name(tmp_path):
             {"model_type": "bert", "position_embedding_type": "relative_key"}))
         hf_checkpoint.hf_to_original(tmp_path / "hf", str(tmp_path / "out/bert_model.ckpt"))
     assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="is a folder; give a checkpoint prefix, such as "):
+        hf_checkpoint.hf_to_original(tmp_path / "hf", str(tmp_path))
 
 
 def test_sharded_bfloat16_weights_and_a_tokenizer_json_vocabulary(tmp_path):
