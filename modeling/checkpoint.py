@@ -13,6 +13,11 @@ from absl import logging
 # Training state the original writes beside the weights; never part of a model.
 _OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
 
+# Hugging Face's masked-LM, token-classification and question-answering models have no pooler,
+# so checkpoints converted from them lack these. The tasks load them as optional: the span and
+# token heads never read the pooler; the classifiers start it at random, as transformers does.
+POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
 
 @dataclasses.dataclass
 class LoadResult:
@@ -113,8 +118,8 @@ def load_original(model, ckpt_path, optional=()):
             variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
 
     leftovers = sorted(name for name in ckpt_shapes if name not in variables)
-    skipped = [name for name in leftovers if _OPTIMIZER_STATE.search(name)]
-    unused = [name for name in leftovers if not _OPTIMIZER_STATE.search(name)]
+    skipped = [name for name in leftovers if is_optimizer_state(name)]
+    unused = [name for name in leftovers if not is_optimizer_state(name)]
     if unused:
         logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
                         model.name, ", ".join(unused))
@@ -135,22 +140,36 @@ def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
       extra_tensors: optional dict of more name -> tensor or variable (Adam slots, say).
     """
     variables = dict(_named_variables(model), **(extra_tensors or {}))
-    names = sorted(variables)
-    tensors = [tf.convert_to_tensor(getattr(variables[name], "value", variables[name]))
-               for name in names]
+    tensors = {name: variables[name] for name in sorted(variables)}
     if global_step is not None:
-        names.append("global_step")
-        tensors.append(tf.constant(global_step, tf.int64))
+        tensors["global_step"] = tf.constant(global_step, tf.int64)
+    write_tensors(tensors, ckpt_path)
 
+
+def write_tensors(tensors, ckpt_path):
+    """Writes a dict of name -> tensor (variable, Tensor or NumPy array) as an original
+    checkpoint, atomically, in the dict's order (sorted names give the original Saver's bytes).
+
+    Data first, index last, each renamed from a temporary name: a reader finds the index only
+    when the data is complete.
+    """
+    names = list(tensors)
+    values = [tf.convert_to_tensor(getattr(tensors[name], "value", tensors[name]))
+              for name in names]
     directory = os.path.dirname(ckpt_path) or "."
     tf.io.gfile.makedirs(directory)
     temp_prefix = f"{ckpt_path}.tmp-{os.getpid()}"
     tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=tensors)
-    # Data first, index last: a reader finds the index only when the data is complete.
+                      shape_and_slices=[""] * len(names), tensors=values)
     for suffix in (".data-00000-of-00001", ".index"):
         tf.io.gfile.rename(temp_prefix + suffix, ckpt_path + suffix, overwrite=True)
     _write_state_file(directory, os.path.basename(ckpt_path))
+
+
+def is_optimizer_state(name):
+    """True for the training state the original writes beside the weights (`global_step`,
+    Adam or LAMB slots): never part of a model."""
+    return bool(_OPTIMIZER_STATE.search(name))
 
 
 def _write_state_file(directory, basename):

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from modeling import glue_metrics, task_input
+from modeling import checkpoint, glue_metrics, task_input
 from modeling.classifier import BertClassifier
 from modeling.training import Trainer
 
@@ -13,7 +13,8 @@ class ClassifierTrainer(Trainer):
     """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
     the global batch; the head starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias")
+    # A pooler too: converted Hugging Face masked-LM models have none (checkpoint.POOLER).
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + checkpoint.POOLER
 
     def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
         self.num_labels, self.regression = num_labels, regression

@@ -2,7 +2,10 @@
 import copy
 import json
 
-ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+# "gelu" is the original's tanh approximation; "gelu_exact" is x·Φ(x) with the erf, what
+# Hugging Face and PyTorch call "gelu" (a converted model keeps its own; see layers.gelu_exact).
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+LAYER_NORM_EPS = 1e-12  # the original's, fixed in its code; Keras defaults to 1e-3
 
 _FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
            "intermediate_size", "hidden_act", "hidden_dropout_prob",
@@ -15,6 +18,11 @@ _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attenti
 class BertConfig:
     """Hyper-parameters of `BertModel`, field for field those of the original `modeling.py`.
 
+    Two additions, for models converted from Hugging Face: `hidden_act` may be `gelu_exact`, and
+    `layer_norm_eps` (Hugging Face's key) sets the LayerNorm epsilon the original fixes at 1e-12;
+    `to_dict` writes it only when it differs, so Google's configs round trip unchanged. The
+    original code refuses `gelu_exact` and ignores `layer_norm_eps`.
+
     Keys that the original does not know (Google's own configs carry `directionality` and
     `pooler_*`) are kept in `extra` and written back by `to_dict`, but change nothing.
     """
@@ -22,12 +30,14 @@ class BertConfig:
     def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
                  attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-                 type_vocab_size=16, initializer_range=0.02, **extra):
+                 type_vocab_size=16, initializer_range=0.02, layer_norm_eps=LAYER_NORM_EPS,
+                 **extra):
         """Stores and validates the fields.
 
         Raises:
           ValueError: a size is not a positive integer, `hidden_size` is not a multiple of
-            `num_attention_heads`, `hidden_act` is unknown, or a probability is outside [0, 1).
+            `num_attention_heads`, `hidden_act` is unknown, a probability is outside [0, 1), or
+            `initializer_range` or `layer_norm_eps` is not positive.
         """
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -40,6 +50,7 @@ class BertConfig:
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
         self.extra = dict(extra)
         self._validate()
 
@@ -59,9 +70,10 @@ class BertConfig:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{field} must be in [0, 1), got {value!r}")
-        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
-            raise ValueError(f"BertConfig.initializer_range must be positive, "
-                             f"got {self.initializer_range!r}")
+        for field in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"BertConfig.{field} must be positive, got {value!r}")
 
     @property
     def size_per_head(self):
@@ -91,6 +103,8 @@ class BertConfig:
 
     def to_dict(self):
         output = {field: getattr(self, field) for field in _FIELDS}
+        if self.layer_norm_eps != LAYER_NORM_EPS:
+            output["layer_norm_eps"] = self.layer_norm_eps
         output.update(copy.deepcopy(self.extra))
         return output
 

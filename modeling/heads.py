@@ -33,7 +33,7 @@ class MaskedLMTransform(keras.layers.Layer):
         super().__init__(name="transform", **kwargs)
         self.dense = layers.dense(config.hidden_size, config, "dense",
                                   activation=layers.get_activation(config.hidden_act))
-        self.layer_norm = layers.layer_norm()
+        self.layer_norm = layers.layer_norm(config)
         self.hidden_size = config.hidden_size
 
     def build(self, input_shape=None):

@@ -14,7 +14,6 @@ import math
 import keras
 import tensorflow as tf
 
-LAYER_NORM_EPSILON = 1e-12  # the original's; Keras defaults to 1e-3
 ATTENTION_MASK_ADDER = -10000.0  # large enough that exp() underflows to exactly 0 in float32
 
 
@@ -34,9 +33,26 @@ def gelu(x):
     return tf.nn.gelu(x, approximate=True)
 
 
+def gelu_exact(x):
+    """GELU without approximation: x Φ(x) = 0.5 x (1 + erf(x / sqrt(2))).
+
+    What Hugging Face and PyTorch call "gelu". Models trained with it (most Hugging Face BERTs)
+    need it to reproduce their outputs: the tanh form is up to 5e-4 away (at x = 2.7) and the
+    difference grows through the layers (README.md, "Hugging Face models, in and out").
+
+    Args:
+      x: float Tensor of any shape.
+
+    Returns:
+      Tensor of the same shape and dtype.
+    """
+    return tf.nn.gelu(x, approximate=False)
+
+
 def get_activation(name):
-    """Maps the original's activation names to functions (`linear` is the identity)."""
-    activations = {"gelu": gelu, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": None}
+    """Maps the config's activation names to functions (`linear` is the identity)."""
+    activations = {"gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
+                   "linear": None}
     if name not in activations:
         raise ValueError(f"Unsupported activation {name!r}; expected one of {sorted(activations)}")
     return activations[name]
@@ -57,9 +73,10 @@ def root_output_variables(config, num_outputs, stddev=None):
     return weights, bias
 
 
-def layer_norm():
-    """LayerNorm over the last axis with the original's epsilon."""
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="LayerNorm")
+def layer_norm(config):
+    """LayerNorm over the last axis with the config's epsilon (the original's 1e-12 unless a
+    converted model says otherwise)."""
+    return keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="LayerNorm")
 
 
 def dense(units, config, name, activation=None):
@@ -85,7 +102,7 @@ class BertEmbeddings(keras.layers.Layer):
     def __init__(self, config, **kwargs):
         super().__init__(name="embeddings", **kwargs)
         self.config = config
-        self.layer_norm = layer_norm()
+        self.layer_norm = layer_norm(config)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
 
     def build(self, input_shape=None):
@@ -188,7 +205,7 @@ class DenseLayerNorm(keras.layers.Layer):
         super().__init__(name=name, **kwargs)
         self.dense = dense(config.hidden_size, config, "dense")
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
-        self.layer_norm = layer_norm()
+        self.layer_norm = layer_norm(config)
         self.input_size = input_size
 
     def build(self, input_shape=None):

@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from modeling import task_input
+from modeling import checkpoint, task_input
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.multiple_choice_data import NUM_CHOICES
 from modeling.training import Trainer
@@ -11,7 +11,8 @@ class MultipleChoiceTrainer(Trainer):
     """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
     batch; the scoring vector starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias")
+    # A pooler too: converted Hugging Face masked-LM models have none (checkpoint.POOLER).
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + checkpoint.POOLER
 
     def build_model(self, config):
         return BertMultipleChoice(config)

@@ -1,6 +1,7 @@
 """Pre-training: the masked-LM and next-sentence losses and metrics on the shared `Trainer`."""
 import tensorflow as tf
 
+from modeling import checkpoint
 from modeling.heads import MASKED_LM_LOSS_EPSILON, BertPretrainer
 from modeling.training import SUM, Trainer, shard_by_data
 
@@ -12,6 +13,11 @@ class Pretrainer(Trainer):
     """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
                "nsp_correct", "nsp_loss_sum", "examples")
+
+    # A converted Hugging Face masked-LM model has neither pooler nor next-sentence head;
+    # they start at random, as transformers starts them in BertForPreTraining.
+    OPTIONAL_VARIABLES = checkpoint.POOLER + ("cls/seq_relationship/output_weights",
+                                              "cls/seq_relationship/output_bias")
 
     def build_model(self, config):
         return BertPretrainer(config)

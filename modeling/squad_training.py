@@ -2,7 +2,7 @@
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
 import tensorflow as tf
 
-from modeling import task_input
+from modeling import checkpoint, task_input
 from modeling.span_model import BertSpanModel
 from modeling.training import Trainer
 
@@ -10,7 +10,8 @@ class SquadTrainer(Trainer):
     """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
     batch; the span head starts random unless the checkpoint has it."""
     METRICS = ("loss", "examples")
-    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias")
+    # The pooler feeds nothing here; Hugging Face's question-answering models have none.
+    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias") + checkpoint.POOLER
     UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def build_model(self, config):

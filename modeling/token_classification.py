@@ -2,7 +2,7 @@
 the global batch's labelled sub-tokens, the input pipeline, and per-token predictions."""
 import tensorflow as tf
 
-from modeling import task_input
+from modeling import checkpoint, task_input
 from modeling.token_classifier import BertTokenClassifier
 from modeling.training import SUM, Trainer
 
@@ -10,7 +10,8 @@ class TokenClassifierTrainer(Trainer):
     """Trains `BertTokenClassifier`: cross-entropy at each word's first sub-token, divided by
     the number of such tokens in the global batch (so N replicas equal one device)."""
     METRICS = ("loss", "correct", "weight")
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias")
+    # The pooler feeds nothing here; Hugging Face's token classifiers have none.
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + checkpoint.POOLER
     UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def __init__(self, strategy, config, num_labels, *args, **kwargs):

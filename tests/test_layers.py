@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling import BertModel, layers
+from modeling import BertConfig, BertModel, layers
 
 
 def test_gelu_is_the_tanh_approximation():
@@ -13,6 +13,19 @@ def test_gelu_is_the_tanh_approximation():
     np.testing.assert_allclose(layers.gelu(tf.constant(x)).numpy(), expected, atol=1e-6)
     exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
     assert np.max(np.abs(expected - exact)) > 1e-4  # the two differ: the test could fail
+
+
+def test_gelu_exact_is_the_erf_form_and_layer_norm_eps_comes_from_the_config(tiny_config):
+    x = np.linspace(-5, 5, 101).astype("float32")
+    exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    np.testing.assert_allclose(layers.gelu_exact(tf.constant(x)).numpy(), exact, atol=1e-6)
+    config = BertConfig.from_dict(dict(tiny_config.to_dict(), hidden_act="gelu_exact",
+                                       layer_norm_eps=1e-5))
+    model = BertModel(config)
+    assert model.encoder.transformer_layers[1].intermediate.dense.activation is layers.gelu_exact
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert {norm.epsilon for norm in norms} == {1e-5}
 
 
 def test_pinned_numbers_differ_from_keras_defaults(tiny_config):
