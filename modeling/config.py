@@ -89,13 +89,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file):
         """Reads `bert_config.json`; errors name the file."""
-        try:
-            with open(json_file, encoding="utf-8") as reader:
-                data = json.load(reader)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{json_file}: not valid JSON ({error})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{json_file}: expected a JSON object, got {type(data).__name__}")
+        data = read_json_object(json_file)
         try:
             return cls.from_dict(data)
         except (ValueError, TypeError) as error:
@@ -116,3 +110,20 @@ class BertConfig:
 
     def __repr__(self):
         return f"BertConfig({self.to_dict()})"
+
+
+def read_json_object(path):
+    """Parses a file holding one JSON object; errors name the file.
+
+    Raises:
+      ValueError: if the file is not valid JSON or holds something else than an object.
+      OSError: if it cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as reader:
+            data = json.load(reader)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data

@@ -21,7 +21,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as safetensors_bytes
 
 from modeling import checkpoint, hf_config
-from modeling.config import BertConfig
+from modeling.config import BertConfig, read_json_object
 
 # The heads that read the pooler: their weights must have it.
 _READ_POOLER = ("BertForPreTraining", "BertForNextSentencePrediction",
@@ -218,14 +218,7 @@ def read_json(path):
     """Parses a JSON object file; errors name the file."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: not found")
-    try:
-        with open(path, encoding="utf-8") as reader:
-            data = json.load(reader)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    return read_json_object(path)
 
 
 def _read_safetensors(path):
