@@ -11,7 +11,10 @@ import os
 
 from absl import flags, logging
 
-from modeling import cli, pretraining_pipeline, tokenization, vocab_learning
+from modeling import cli
+from modeling.data import pretraining_pipeline
+from modeling.text import tokenization
+from modeling.text import vocab_learning
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file(s): comma-separated files or globs.")

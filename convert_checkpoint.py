@@ -23,7 +23,10 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, checkpoint, cli, hf_checkpoint, hf_config
+from modeling import BertConfig, cli
+from modeling.checkpoints import name_based
+from modeling.checkpoints import huggingface
+from modeling.checkpoints import huggingface_config
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "A Hugging Face folder (with config.json), an original "
@@ -35,10 +38,10 @@ flags.DEFINE_string("bert_config_file", None, "bert_config.json of an original c
                     ".weights.h5 or to Keras.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt of an original checkpoint going to a "
                     "Hugging Face folder; by default the one beside it.")
-flags.DEFINE_enum("gelu", "exact", list(hf_config.GELU_CHOICES), "From Hugging Face: write its "
+flags.DEFINE_enum("gelu", "exact", list(huggingface_config.GELU_CHOICES), "From Hugging Face: write its "
                   "exact 'gelu' as 'gelu_exact' (its numbers), or as the original's tanh "
                   "'gelu' (approximate: runs in the original code, with other numbers).")
-flags.DEFINE_enum("hf_architecture", None, list(hf_config.ARCHITECTURES), "To Hugging Face: "
+flags.DEFINE_enum("hf_architecture", None, list(huggingface_config.ARCHITECTURES), "To Hugging Face: "
                   "the class of a checkpoint with root output_weights (run_classifier's, "
                   "run_ner's, run_multiple_choice's head); by default the one bert_config.json "
                   "names, else BertForSequenceClassification.")
@@ -60,7 +63,7 @@ def _beside(ckpt_path, flag_value, filename):
     """A flag's file, or the one of that name in the checkpoint's folder."""
     if flag_value:
         return flag_value
-    ckpt_path = checkpoint.resolve_checkpoint(ckpt_path)
+    ckpt_path = name_based.resolve_checkpoint(ckpt_path)
     path = os.path.join(os.path.dirname(ckpt_path), filename)
     if not os.path.isfile(path):
         flag = "bert_config_file" if filename == "bert_config.json" else "vocab_file"
@@ -70,7 +73,7 @@ def _beside(ckpt_path, flag_value, filename):
 
 def main(_):
     if _is_hf_folder(FLAGS.input):
-        result = hf_checkpoint.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
+        result = huggingface.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
         logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; skipped: "
                      "%s", FLAGS.output, result.architecture, len(result.converted),
                      ", ".join(result.skipped) or "nothing")
@@ -78,13 +81,13 @@ def main(_):
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
               if FLAGS.bert_config_file else None)
     if FLAGS.input.endswith(_KERAS_SUFFIXES):
-        model = checkpoint.from_keras_file(FLAGS.input, FLAGS.output, config)
+        model = name_based.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
                      FLAGS.output)
         return
     if not FLAGS.output.endswith(_KERAS_SUFFIXES):
         config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")
-        result = hf_checkpoint.original_to_hf(
+        result = huggingface.original_to_hf(
             FLAGS.input, FLAGS.output, BertConfig.from_json_file(config_file),
             _beside(FLAGS.input, FLAGS.vocab_file, "vocab.txt"), FLAGS.hf_architecture,
             FLAGS.do_lower_case)
@@ -94,7 +97,7 @@ def main(_):
         return
     if config is None:
         raise ValueError("--bert_config_file is needed to read an original checkpoint")
-    result = checkpoint.to_keras_file(config, FLAGS.input, FLAGS.output)
+    result = name_based.to_keras_file(config, FLAGS.input, FLAGS.output)
     logging.info("Wrote %d variables to %s; dropped %d optimizer tensors; unused: %s",
                  len(result.loaded), FLAGS.output, len(result.skipped), result.unused or "none")
 

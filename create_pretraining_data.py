@@ -11,7 +11,9 @@ Input: one sentence per line, a blank line between documents. With the default
 """
 from absl import flags, logging
 
-from modeling import cli, pretraining_data, pretraining_pipeline
+from modeling import cli
+from modeling.data import pretraining
+from modeling.data import pretraining_pipeline
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files "
@@ -43,7 +45,7 @@ for _name in ("input_file", "output_file", "vocab_file"):
 
 
 def main(_):
-    options = pretraining_data.InstanceOptions(
+    options = pretraining.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,

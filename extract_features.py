@@ -13,7 +13,11 @@ import time
 from absl import flags, logging
 import tensorflow as tf
 
-from modeling import BertConfig, BertModel, checkpoint, cli, feature_extraction, tokenization
+from modeling import BertConfig, BertModel, cli
+from modeling.data import text
+from modeling.tasks import extract_features
+from modeling.checkpoints import name_based
+from modeling.text import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example per line.")
@@ -43,17 +47,17 @@ def main(_):
                              f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
     model = BertModel(config)
     # The pooler is not among the features; Hugging Face's masked-LM models have none.
-    checkpoint.load_original(model, FLAGS.init_checkpoint, optional=checkpoint.POOLER)
+    name_based.load_original(model, FLAGS.init_checkpoint, optional=name_based.POOLER)
 
-    examples = feature_extraction.read_examples(FLAGS.input_file)
-    features = feature_extraction.convert_examples_to_features(
+    examples = text.read_examples(FLAGS.input_file)
+    features = text.convert_examples_to_features(
         examples, FLAGS.max_seq_length, tokenizer)
     temp_path = f"{FLAGS.output_file}.tmp-{os.getpid()}"
     start = time.time()
     with tf.io.gfile.GFile(temp_path, "w") as writer:
-        for done, (feature, layers) in enumerate(feature_extraction.layer_outputs(
+        for done, (feature, layers) in enumerate(extract_features.layer_outputs(
                 model, features, layer_indexes, FLAGS.batch_size), start=1):
-            writer.write(feature_extraction.to_json_line(feature, layers))
+            writer.write(extract_features.to_json_line(feature, layers))
             if done % 1000 == 0 or done == len(features):
                 logging.info("%d/%d examples, %.1f/s", done, len(features),
                              done / (time.time() - start))

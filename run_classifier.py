@@ -18,7 +18,9 @@ import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import classification, classifier_data, cli, export, training
+from modeling import cli, export, files
+from modeling.tasks import classifier
+from modeling.data import classifier as classifier_data
 
 FLAGS = flags.FLAGS
 training_flags.define_fine_tuning_flags()
@@ -49,7 +51,7 @@ def _features(examples, name, strategy, batch_size, processor, tokenizer, record
 
 
 def _dataset(path, batch_size, processor, strategy):
-    return classification.classifier_dataset(
+    return classifier.classifier_dataset(
         path, batch_size, FLAGS.max_seq_length, processor.is_regression, is_training=False,
         drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
 
@@ -74,7 +76,7 @@ def main(_):
                               * FLAGS.num_train_epochs)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
         training_flags.check_train_steps(num_train_steps, len(train_examples))
-    trainer = classification.ClassifierTrainer(
+    trainer = classifier.ClassifierTrainer(
         strategy, config, max(len(processor.get_labels()), 1), processor.is_regression,
         FLAGS.learning_rate, max(num_train_steps, 1), num_warmup_steps,
         **training_flags.trainer_options())
@@ -89,7 +91,7 @@ def main(_):
                      FLAGS.train_batch_size, num_train_steps)
 
         def dataset_fn(skip_batches):
-            return classification.classifier_dataset(
+            return classifier.classifier_dataset(
                 path, FLAGS.train_batch_size, FLAGS.max_seq_length, processor.is_regression,
                 is_training=True, seed=FLAGS.seed, skip_batches=skip_batches)
         training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
@@ -103,7 +105,7 @@ def main(_):
             examples = split_processor.get_dev_examples(FLAGS.data_dir)
             path = _features(examples, f"eval{suffix}", strategy, FLAGS.eval_batch_size,
                              processor, tokenizer, record_dir)
-            split_results = classification.evaluate(
+            split_results = classifier.evaluate(
                 trainer, _dataset(path, FLAGS.eval_batch_size, processor, strategy),
                 FLAGS.eval_batch_size, FLAGS.task_name)
             logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
@@ -111,7 +113,7 @@ def main(_):
             results.update({key if key == "global_step" else key + suffix: value
                             for key, value in split_results.items()})
         if chief:
-            training.write_eval_results(results, os.path.join(FLAGS.output_dir,
+            files.write_eval_results(results, os.path.join(FLAGS.output_dir,
                                                               "eval_results.txt"))
 
     if FLAGS.do_predict:
@@ -119,12 +121,12 @@ def main(_):
             examples = split_processor.get_test_examples(FLAGS.data_dir)
             path = _features(examples, f"predict{suffix}", strategy, FLAGS.predict_batch_size,
                              processor, tokenizer, record_dir)
-            values = classification.predict(
+            values = classifier.predict(
                 trainer, _dataset(path, FLAGS.predict_batch_size, processor, strategy))
             if len(values) != len(examples):
                 raise RuntimeError(f"{len(values)} predictions for {len(examples)} examples")
             if chief:
-                classification.write_test_results(
+                classifier.write_test_results(
                     values, os.path.join(FLAGS.output_dir, f"test_results{suffix}.tsv"))
 
     if FLAGS.export_dir:

@@ -17,7 +17,9 @@ import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import cli, export, multiple_choice_data, multiple_choice_training, training
+from modeling import cli, export, files
+from modeling.data import multiple_choice as multiple_choice_data
+from modeling.tasks import multiple_choice
 
 FLAGS = flags.FLAGS
 # The paper's SWAG settings: batch 16, learning rate 2e-5.
@@ -61,7 +63,7 @@ def main(_):
         num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
                               * FLAGS.num_train_epochs)
         training_flags.check_train_steps(num_train_steps, len(train_examples))
-    trainer = multiple_choice_training.MultipleChoiceTrainer(
+    trainer = multiple_choice.MultipleChoiceTrainer(
         strategy, config, FLAGS.learning_rate, max(num_train_steps, 1),
         int(num_train_steps * FLAGS.warmup_proportion), **training_flags.trainer_options())
     head_missing = list(trainer.OPTIONAL_VARIABLES)
@@ -75,7 +77,7 @@ def main(_):
                      FLAGS.train_batch_size, num_train_steps)
 
         def dataset_fn(skip_batches):
-            return multiple_choice_training.swag_dataset(
+            return multiple_choice.swag_dataset(
                 path, FLAGS.train_batch_size, FLAGS.max_seq_length, is_training=True,
                 seed=FLAGS.seed, skip_batches=skip_batches)
         training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
@@ -86,20 +88,20 @@ def main(_):
     if FLAGS.do_eval:
         path = _records(_read("val", has_labels=True), "eval", strategy, FLAGS.eval_batch_size,
                         tokenizer, record_dir)
-        dataset = multiple_choice_training.swag_dataset(
+        dataset = multiple_choice.swag_dataset(
             path, FLAGS.eval_batch_size, FLAGS.max_seq_length, False, drop_remainder=tpu)
-        results, _ = multiple_choice_training.evaluate(trainer, dataset)
+        results, _ = multiple_choice.evaluate(trainer, dataset)
         logging.info("Eval results: %s", results)
         if chief:
-            training.write_eval_results(results, os.path.join(FLAGS.output_dir,
+            files.write_eval_results(results, os.path.join(FLAGS.output_dir,
                                                               "eval_results.txt"))
 
     if FLAGS.do_predict:
         examples = _read("test", has_labels=False)
         path = _records(examples, "predict", strategy, FLAGS.predict_batch_size, tokenizer,
                         record_dir)
-        _, probabilities = multiple_choice_training.evaluate(
-            trainer, multiple_choice_training.swag_dataset(
+        _, probabilities = multiple_choice.evaluate(
+            trainer, multiple_choice.swag_dataset(
                 path, FLAGS.predict_batch_size, FLAGS.max_seq_length, False,
                 drop_remainder=tpu))
         if chief:

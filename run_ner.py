@@ -17,7 +17,10 @@ import os
 from absl import flags, logging
 
 import training_flags
-from modeling import cli, conlleval, export, ner_data, token_classification, training
+from modeling import cli, export, files
+from modeling.evaluation import conlleval
+from modeling.data import ner as ner_data
+from modeling.tasks import ner
 
 FLAGS = flags.FLAGS
 # Cased by default: the paper's NER model is BERT-Base cased.
@@ -40,8 +43,8 @@ def _tag(trainer, sentences, label_list, tokenizer, path, batch_size):
     """Tags the sentences; returns (predicted tags per sentence, mean loss per word)."""
     features = ner_data.convert_sentences(sentences, label_list, FLAGS.max_seq_length, tokenizer)
     ner_data.write_features(features, path)
-    predicted, loss, weight = token_classification.predict_windows(
-        trainer, token_classification.ner_dataset(path, batch_size, FLAGS.max_seq_length,
+    predicted, loss, weight = ner.predict_windows(
+        trainer, ner.ner_dataset(path, batch_size, FLAGS.max_seq_length,
                                                   is_training=False))
     tags = ner_data.assemble_predictions(sentences, features, predicted, label_list)
     return tags, loss / max(weight, 1.0)
@@ -63,7 +66,7 @@ def main(_):
     if FLAGS.do_train:
         training_flags.check_train_batch(strategy)
         training_flags.check_train_steps(num_train_steps, len(features), "training windows")
-    trainer = token_classification.TokenClassifierTrainer(
+    trainer = ner.TokenClassifierTrainer(
         strategy, config, len(label_list), FLAGS.learning_rate, max(num_train_steps, 1),
         int(num_train_steps * FLAGS.warmup_proportion), **training_flags.trainer_options())
     head_missing = list(trainer.OPTIONAL_VARIABLES)
@@ -77,7 +80,7 @@ def main(_):
                      len(features), FLAGS.train_batch_size, num_train_steps)
 
         def dataset_fn(skip_batches):
-            return token_classification.ner_dataset(
+            return ner.ner_dataset(
                 path, FLAGS.train_batch_size, FLAGS.max_seq_length, is_training=True,
                 seed=FLAGS.seed, skip_batches=skip_batches)
         training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
@@ -102,7 +105,7 @@ def main(_):
                             for name in ("precision", "recall", "f1")})
         logging.info("Eval results: %s\n%s", results, conlleval.report(evaluation))
         if chief:
-            training.write_eval_results(results, os.path.join(FLAGS.output_dir,
+            files.write_eval_results(results, os.path.join(FLAGS.output_dir,
                                                               "eval_results.txt"))
             ner_data.write_predictions(dev, in_file_scheme(predicted),
                                        os.path.join(FLAGS.output_dir, "eval_predictions.txt"))

@@ -17,7 +17,9 @@ from absl import flags, logging
 import tensorflow as tf
 
 import training_flags
-from modeling import BertConfig, cli, distribution, pretraining, pretraining_input, training
+from modeling import BertConfig, cli, files
+from modeling.training import distribution
+from modeling.tasks import pretraining
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
@@ -54,8 +56,8 @@ def main(_):
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{FLAGS.bert_config_file}")
     strategy = training_flags.strategy()  # first of all TensorFlow work
-    paths = pretraining_input.expand_files(FLAGS.input_file)
-    pretraining_input.check_records(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+    paths = pretraining.expand_files(FLAGS.input_file)
+    pretraining.check_records(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                                     config.vocab_size)
     training_flags.check_train_batch(strategy)
     tf.io.gfile.makedirs(FLAGS.output_dir)
@@ -68,7 +70,7 @@ def main(_):
 
     if FLAGS.do_train:
         def dataset_fn(skip_batches):
-            return pretraining_input.pretraining_dataset(
+            return pretraining.pretraining_dataset(
                 paths, FLAGS.train_batch_size, FLAGS.max_seq_length,
                 FLAGS.max_predictions_per_seq, is_training=True, seed=FLAGS.seed,
                 skip_batches=skip_batches)
@@ -86,13 +88,13 @@ def main(_):
     if FLAGS.do_eval:
         if not FLAGS.do_train:  # evaluate what the output directory holds
             pretrainer.restore_latest(FLAGS.output_dir)
-        dataset = pretraining_input.pretraining_dataset(
+        dataset = pretraining.pretraining_dataset(
             paths, FLAGS.eval_batch_size, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
             is_training=False)
         results = pretrainer.evaluate(dataset, FLAGS.max_eval_steps)
         logging.info("Eval results: %s", results)
         if chief:
-            training.write_eval_results(results, os.path.join(FLAGS.output_dir,
+            files.write_eval_results(results, os.path.join(FLAGS.output_dir,
                                                               "eval_results.txt"))
 
 

@@ -20,8 +20,11 @@ import tensorflow as tf
 from absl import flags, logging
 
 import training_flags
-from modeling import (cli, export, squad_data, squad_evaluate, squad_postprocess,
-                      squad_training)
+from modeling import cli, export
+from modeling.data import squad as squad_data
+from modeling.evaluation import squad as squad_evaluation
+from modeling.evaluation import squad_answers
+from modeling.tasks import squad
 
 FLAGS = flags.FLAGS
 training_flags.define_fine_tuning_flags(max_seq_length=384, with_eval=False)
@@ -84,7 +87,7 @@ def main(_):
                               * FLAGS.num_train_epochs)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
         training_flags.check_train_steps(num_train_steps, len(train_examples))
-    trainer = squad_training.SquadTrainer(
+    trainer = squad.SquadTrainer(
         strategy, config, FLAGS.learning_rate, max(num_train_steps, 1), num_warmup_steps,
         **training_flags.trainer_options())
     head_missing = list(trainer.OPTIONAL_VARIABLES)
@@ -100,7 +103,7 @@ def main(_):
         del features
 
         def dataset_fn(skip_batches):
-            return squad_training.squad_dataset(path, FLAGS.train_batch_size,
+            return squad.squad_dataset(path, FLAGS.train_batch_size,
                                                 FLAGS.max_seq_length, is_training=True,
                                                 seed=FLAGS.seed, skip_batches=skip_batches)
         training_flags.train_and_keep_original(trainer, dataset_fn, num_train_steps, chief)
@@ -127,14 +130,14 @@ def _predict(trainer, tokenizer, record_dir, chief):
     features = _write_features(examples, tokenizer, path, is_training=False)
     logging.info("Predicting %d examples (%d features), batch %d", len(examples),
                  len(features), FLAGS.predict_batch_size)
-    unique_ids, starts, ends = squad_training.predict_logits(
-        trainer, squad_training.squad_dataset(path, FLAGS.predict_batch_size,
+    unique_ids, starts, ends = squad.predict_logits(
+        trainer, squad.squad_dataset(path, FLAGS.predict_batch_size,
                                               FLAGS.max_seq_length, is_training=False))
-    results = [squad_postprocess.RawResult(int(unique_id), start.tolist(), end.tolist())
+    results = [squad_answers.RawResult(int(unique_id), start.tolist(), end.tolist())
                for unique_id, start, end in zip(unique_ids, starts, ends)]
     directory = FLAGS.output_dir if chief else tempfile.mkdtemp(prefix="squad_predictions_")
     null_odds_file = os.path.join(directory, "null_odds.json")
-    squad_postprocess.write_predictions(
+    squad_answers.write_predictions(
         examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
         FLAGS.do_lower_case, os.path.join(directory, "predictions.json"),
         os.path.join(directory, "nbest_predictions.json"), null_odds_file,
@@ -145,7 +148,7 @@ def _predict(trainer, tokenizer, record_dir, chief):
                    for paragraph in article["paragraphs"] for qa in paragraph["qas"])
     if answered and chief:
         # As the official script run on these files: its version picks v1.1 or v2.0.
-        results = squad_evaluate.evaluate_file(
+        results = squad_evaluation.evaluate_file(
             FLAGS.predict_file, os.path.join(directory, "predictions.json"),
             null_odds_file if FLAGS.version_2_with_negative else None)
         logging.info("Official SQuAD metric: %s", results)

@@ -10,7 +10,10 @@ import tempfile
 import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, distribution, export, tokenization, training
+from modeling import BertConfig, export
+from modeling.training import distribution
+from modeling.text import tokenization
+from modeling.training import trainer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("use_tpu", False, "Whether to use a TPU (same as "
@@ -44,7 +47,7 @@ def strategy():
         logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
                         FLAGS.num_tpu_cores, chosen.num_replicas_in_sync,
                         chosen.num_replicas_in_sync)
-    training.set_precision(FLAGS.precision)
+    trainer.set_precision(FLAGS.precision)
     return chosen
 
 
@@ -61,7 +64,7 @@ def check_train_batch(strategy, batch_size_flag="train_batch_size"):
 
 
 def trainer_options():
-    """The keyword arguments of `training.Trainer` the flags set."""
+    """The keyword arguments of `trainer.Trainer` the flags set."""
     return {"use_xla": FLAGS.use_xla, "seed": FLAGS.seed, "optimizer": FLAGS.optimizer,
             "num_accumulation_steps": FLAGS.num_accumulation_steps}
 

@@ -6,7 +6,7 @@ int32 [batch, 384] inputs, each configuration once per round in a rotating order
 medians over the rounds with the XLA / no-XLA ratio. The post-processing part reads the real
 SQuAD v1.1 dev set from ../shared/data (skipped, and said so, when it is absent), makes its
 features as run_squad.py does (384 / 128 / 64, uncased vocab), gives them random logits and
-times `squad_postprocess.write_predictions` on the first 10,000 features' examples.
+times `squad_answers.write_predictions` on the first 10,000 features' examples.
 
 Usage:
   python benchmarks/bench_squad.py            # benchmarks/README.md's figures
@@ -26,8 +26,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from modeling import BertConfig, squad_data, squad_postprocess, tokenization  # noqa: E402
-from modeling.span_model import BertSpanModel  # noqa: E402
+from modeling import BertConfig, tokenization  # noqa: E402
+from modeling.data import squad
+from modeling.evaluation import squad_answers
+from modeling.models.squad import BertSpanModel  # noqa: E402
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 CONFIGS = {"float32": ("float32", False), "float32_xla": ("float32", True),
@@ -89,22 +91,22 @@ def time_postprocessing(count):
         print(f"post-processing: skipped, {data_file} is absent")
         return
     tokenizer = tokenization.FullTokenizer(str(SHARED / "refs/vocab/uncased_vocab.txt"), True)
-    examples = squad_data.read_squad_examples(str(data_file), is_training=False,
+    examples = squad.read_squad_examples(str(data_file), is_training=False,
                                               version_2_with_negative=False)
     features = []
 
     def keep(feature):
         if len(features) < count:
             features.append(feature)
-    squad_data.convert_examples_to_features(examples, tokenizer, 384, 128, 64, False, keep)
+    squad.convert_examples_to_features(examples, tokenizer, 384, 128, 64, False, keep)
     examples = examples[:features[-1].example_index + 1]
     rng = np.random.default_rng(1)
-    results = [squad_postprocess.RawResult(f.unique_id, rng.normal(size=384).tolist(),
+    results = [squad_answers.RawResult(f.unique_id, rng.normal(size=384).tolist(),
                                            rng.normal(size=384).tolist()) for f in features]
     with tempfile.TemporaryDirectory() as directory:
         paths = [os.path.join(directory, name) for name in ("p.json", "n.json", "o.json")]
         start = time.perf_counter()
-        squad_postprocess.write_predictions(examples, features, results, 20, 30, True, *paths)
+        squad_answers.write_predictions(examples, features, results, 20, 30, True, *paths)
         elapsed = time.perf_counter() - start
     print(f"post-processing: {len(features)} features of {len(examples)} examples in "
           f"{elapsed:.2f} s ({len(features) / elapsed:.0f} features/s)")

@@ -37,7 +37,7 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
 from modeling import tokenization  # noqa: E402
-from modeling.graph_tokenizer import GraphTokenizer  # noqa: E402
+from modeling.text.graph_tokenizer import GraphTokenizer  # noqa: E402
 
 
 def make_corpus(megabytes, vocab, work_dir):

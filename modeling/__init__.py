@@ -1,27 +1,47 @@
 """BERT as the original release defines it, on TensorFlow 2 / Keras 3.
 
-`BertConfig`, `BertModel`, `BertPretrainer`, `GraphTokenizer` and the `checkpoint` module are
-loaded on first use,
-so that `from modeling import tokenization` (data pipelines, worker processes) never imports
-TensorFlow.
+The layers, from the bottom: `encoder` (the network), `heads` (the task outputs and their
+losses), `checkpoints` (original and Hugging Face weights), `text` (tokenizers), `data` (text to
+records, no TensorFlow), `training` (the step, the optimizer, the fine-tuning run), `tasks` (one
+module per script: model, trainer, input), `evaluation` (the official metrics) and `export`
+(SavedModels for TF Serving).
+
+Everything is loaded on first use, so that `from modeling.text import tokenization` (data
+pipelines, worker processes) never imports TensorFlow.
 """
 import importlib
 
 _LAZY = {
-    "BertConfig": ("modeling.config", "BertConfig"),
-    "BertModel": ("modeling.bert_model", "BertModel"),
-    "BertPretrainer": ("modeling.heads", "BertPretrainer"),
-    "checkpoint": ("modeling.checkpoint", None),
-    "GraphTokenizer": ("modeling.graph_tokenizer", "GraphTokenizer"),
+    "BertConfig": ("modeling.encoder.config", "BertConfig"),
+    "BertModel": ("modeling.encoder.bert_model", "BertModel"),
+    "BertPretrainer": ("modeling.models.pretraining", "BertPretrainer"),
+    "GraphTokenizer": ("modeling.text.graph_tokenizer", "GraphTokenizer"),
+    "BertInputPacker": ("modeling.text.graph_tokenizer", "BertInputPacker"),
 }
-__all__ = list(_LAZY)
+_SUBMODULES = ("checkpoints", "data", "encoder", "evaluation", "export", "heads", "tasks",
+               "text", "training")
+__all__ = list(_LAZY) + list(_SUBMODULES)
+
+
+def lazy_submodules(package):
+    """A module `__getattr__` that imports `package.<name>` when `<name>` is first used."""
+    def __getattr__(name):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{package}.{name}":
+                raise
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+    return __getattr__
+
+
+_submodule = lazy_submodules(__name__)
 
 
 def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'modeling' has no attribute {name!r}")
-    module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    return _submodule(name)

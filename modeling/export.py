@@ -11,7 +11,7 @@ import time
 
 import tensorflow as tf
 
-from modeling.graph_tokenizer import BertInputPacker, GraphTokenizer
+from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 LABELS_ASSET = "labels.txt"
 

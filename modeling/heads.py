@@ -6,9 +6,7 @@ V vocabulary size.
 import keras
 import tensorflow as tf
 
-from modeling import layers
-from modeling.bert_model import BertModel
-from modeling.config import BertConfig
+from modeling.encoder import layers
 
 MASKED_LM_LOSS_EPSILON = 1e-5  # the original adds it to Σweights so that all-padding is 0/ε
 
@@ -158,47 +156,23 @@ def next_sentence_loss(log_probs, labels):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(keras.Model):
-    """`BertModel` plus the masked-LM and next-sentence heads, as `run_pretraining.py` builds.
-
-    Called with the `BertModel` inputs plus `masked_lm_positions` int [B, P]; returns the
-    encoder's dict plus `masked_lm_log_probs` [B, P, V] and `next_sentence_log_probs` [B, 2].
-    When `masked_lm_ids`, `masked_lm_weights` and `next_sentence_labels` are given too, it adds
-    `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
-    `next_sentence_example_loss` [B] and `total_loss` (their sum).
-    """
-
-    LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+class SquadHead(ClsOutput):
+    """Owns `cls/squad/output_weights` [2, H] and `cls/squad/output_bias` [2]."""
 
     def __init__(self, config, **kwargs):
-        kwargs.setdefault("name", "bert_pretrainer")
-        super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
-        self.bert = BertModel(self.config)
-        self.masked_lm = MaskedLMHead(self.config, self.bert.get_embedding_table())
-        self.next_sentence = NextSentenceHead(self.config)
-        self.built = True  # every part built its weights when it was created
+        kwargs.setdefault("name", "squad")
+        super().__init__(config, 2, **kwargs)
 
-    def call(self, inputs, training=False):
-        model_inputs = {k: v for k, v in inputs.items() if k in
-                        ("input_ids", "input_mask", "token_type_ids")}
-        outputs = dict(self.bert(model_inputs, training=training))
-        outputs["masked_lm_log_probs"] = self.masked_lm(
-            outputs["sequence_output"], inputs["masked_lm_positions"])
-        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
-        present = [name for name in self.LABELS if name in inputs]
-        if present and len(present) != len(self.LABELS):
-            raise ValueError(f"BertPretrainer needs all of {self.LABELS} to compute losses, "
-                             f"got only {present}")
-        if present:
-            mlm, mlm_example = masked_lm_loss(outputs["masked_lm_log_probs"],
-                                              inputs["masked_lm_ids"], inputs["masked_lm_weights"])
-            nsp, nsp_example = next_sentence_loss(outputs["next_sentence_log_probs"],
-                                                  inputs["next_sentence_labels"])
-            outputs.update(masked_lm_loss=mlm, masked_lm_example_loss=mlm_example,
-                           next_sentence_loss=nsp, next_sentence_example_loss=nsp_example,
-                           total_loss=mlm + nsp)
-        return outputs
+    def call(self, sequence_output):
+        """Args: sequence_output float [B, T, H]. Returns float32 (start, end) logits [B, T]."""
+        hidden = tf.shape(sequence_output)[-1]
+        logits = self.logits(tf.reshape(sequence_output, [-1, hidden]))  # [B*T, 2]
+        logits = tf.reshape(logits, tf.concat([tf.shape(sequence_output)[:2], [2]], axis=0))
+        return logits[:, :, 0], logits[:, :, 1]  # [B, T] each
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+
+def span_loss(logits, positions):
+    """Per-example negative log-likelihood of the positions: float32 [B] from [B, T] and [B]."""
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot = tf.one_hot(tf.cast(positions, tf.int32), tf.shape(logits)[-1], dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)

@@ -8,7 +8,9 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from conftest import HF_GOLDEN
-from modeling import BertConfig, BertModel, BertPretrainer, checkpoint, hf_checkpoint
+from modeling import BertConfig, BertModel, BertPretrainer
+from modeling.checkpoints import name_based
+from modeling.checkpoints import huggingface
 from scripts import run_script
 
 
@@ -32,7 +34,7 @@ def test_original_to_keras_and_back_is_byte_identical(refs, tmp_path):
 
 
 def test_bare_encoder_checkpoint_becomes_a_bert_model(tmp_path, tiny_config):
-    checkpoint.save_original(BertModel(tiny_config), str(tmp_path / "enc.ckpt"))
+    name_based.save_original(BertModel(tiny_config), str(tmp_path / "enc.ckpt"))
     (tmp_path / "config.json").write_text(tiny_config.to_json_string())
     run_script("convert_checkpoint.py", f"--bert_config_file={tmp_path / 'config.json'}",
                f"--input={tmp_path / 'enc.ckpt'}", f"--output={tmp_path / 'enc.weights.h5'}")
@@ -84,7 +86,7 @@ def _minilm_outputs(ckpt):
     golden, _ = _golden_minilm()
     config = BertConfig.from_json_file(ckpt.parent / "bert_config.json")
     model = BertModel(config)
-    assert checkpoint.load_original(model, str(ckpt)).unused == []
+    assert name_based.load_original(model, str(ckpt)).unused == []
     outputs = model({name: golden[name] for name in ("input_ids", "input_mask",
                                                      "token_type_ids")})
     return config, [outputs["embedding_output"]] + outputs["encoder_outputs"], outputs
@@ -106,7 +108,7 @@ def test_approximate_gelu_writes_the_originals_and_costs_accuracy(minilm, conver
                                                                   tmp_path):
     # In-process: the flag passes its value straight to this call.
     ckpt = tmp_path / "bert_model.ckpt"
-    hf_checkpoint.hf_to_original(minilm, str(ckpt), gelu="approximate")
+    huggingface.hf_to_original(minilm, str(ckpt), gelu="approximate")
     # The same weights, byte for byte; only the config's activation differs.
     assert (tmp_path / "bert_model.ckpt.data-00000-of-00001").read_bytes() == \
         converted_minilm.with_name("bert_model.ckpt.data-00000-of-00001").read_bytes()

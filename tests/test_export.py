@@ -16,10 +16,10 @@ import tensorflow as tf
 from conftest import ROOT
 from modeling import BertConfig
 from modeling import export
-from modeling.classifier import BertClassifier
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.span_model import BertSpanModel
-from modeling.token_classifier import BertTokenClassifier
+from modeling.models.classifier import BertClassifier
+from modeling.models.multiple_choice import BertMultipleChoice
+from modeling.models.squad import BertSpanModel
+from modeling.models.ner import BertTokenClassifier
 from scripts import script_env
 from serving import assert_same_outputs, serve_many, serve_once
 

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertPretrainer, checkpoint, heads
+from modeling import BertPretrainer, heads
+from modeling.checkpoints import name_based
 
 
 def test_masked_lm_loss_is_weighted_mean_with_epsilon():
@@ -36,7 +37,7 @@ def test_gather_positions_takes_each_rows_own_positions():
 def test_masked_lm_output_is_tied_to_the_word_embeddings(tiny_config, tiny_inputs):
     model = BertPretrainer(tiny_config)
     assert model.masked_lm.embedding_table is model.bert.get_embedding_table()
-    names = [checkpoint.checkpoint_name(v) for v in model.weights]
+    names = [name_based.checkpoint_name(v) for v in model.weights]
     assert names.count("bert/embeddings/word_embeddings") == 1
     inputs = dict(tiny_inputs, masked_lm_positions=np.array([[1, 2], [0, 4], [2, 2]]))
     before = model(inputs)["masked_lm_log_probs"]
@@ -63,9 +64,9 @@ def test_pretrainer_needs_all_labels_or_none(tiny_config, tiny_inputs):
 
 def test_every_model_runs_eagerly_in_mixed_bfloat16(tiny_config, tiny_inputs):
     """Head variables are read in float32 (no autocast), so float32 logits + bias add up."""
-    from modeling.classifier import BertClassifier
-    from modeling.span_model import BertSpanModel
-    from modeling.token_classifier import BertTokenClassifier
+    from modeling.models.classifier import BertClassifier
+    from modeling.models.squad import BertSpanModel
+    from modeling.models.ner import BertTokenClassifier
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
     try:
         models = [BertPretrainer(tiny_config), BertClassifier(tiny_config, 3),

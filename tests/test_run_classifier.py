@@ -12,8 +12,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import DATA, REFS
-from modeling import BertConfig, checkpoint
-from modeling.classifier import BertClassifier
+from modeling import BertConfig
+from modeling.checkpoints import name_based
+from modeling.models.classifier import BertClassifier
 from scripts import run_on_logical_cpus, run_script, script_command, script_env
 from serving import read_features, serve
 
@@ -121,7 +122,7 @@ def test_the_original_format_checkpoint_loads_strictly(trained):
     root, _ = trained
     path = root / "out/export/bert_model.ckpt"
     model = BertClassifier(BertConfig.from_json_file(root / "config.json"), num_labels=2)
-    result = checkpoint.load_original(model, path)
+    result = name_based.load_original(model, path)
     assert "output_weights" in result.loaded and not result.unused and not result.not_found
     assert any(name.endswith("/adam_m") for name in result.skipped)
     assert tf.train.load_checkpoint(str(path)).get_tensor("global_step") == 18
@@ -178,8 +179,8 @@ def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(tmp_path):
     bare = tmp_path / "bare/bert_model.ckpt"
     from modeling import BertModel
     model = BertModel(BertConfig.from_json_file(config))
-    checkpoint.load_original(model, tmp_path / "pre/export/bert_model.ckpt")
-    checkpoint.save_original(model, str(bare))
+    name_based.load_original(model, tmp_path / "pre/export/bert_model.ckpt")
+    name_based.save_original(model, str(bare))
     process = run_script("run_classifier.py", *classifier_flags(
         data, config, tmp_path / "out", f"--init_checkpoint={bare}",
         f"--export_dir={tmp_path / 'serving'}"), check=False)
@@ -221,7 +222,7 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
         run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
             data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"),
-            no_dropout_modules=["modeling.classifier"])
+            no_dropout_modules=["modeling.tasks.classifier"])
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
     np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
                                read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)

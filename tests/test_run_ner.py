@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import DATA
-from modeling import ner_data
+from modeling.data import ner
 from scripts import run_on_logical_cpus, run_script
 from serving import assert_same_outputs, serve
 
@@ -99,7 +99,7 @@ def test_savedmodel_tags_each_word_as_run_ner(trained):
     predicted = [[row[-1] for row in s] for s in _columns(root / "out/test_predictions.txt")]
     for row, tags, count in zip(served["session"]["tags"], predicted,
                                 served["session"]["num_words"]):
-        assert row[:count] == ner_data.to_iob2(tags)  # the export speaks IOB2
+        assert row[:count] == ner.to_iob2(tags)  # the export speaks IOB2
 
 
 def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):
@@ -116,7 +116,7 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
         run_on_logical_cpus("run_ner.py", devices, *flags, f"--output_dir={tmp_path / directory}",
                             f"--distribution_strategy={strategy}",
-                            no_dropout_modules=["modeling.token_classifier"])
+                            no_dropout_modules=["modeling.tasks.ner"])
     one, two = (dict(line.split(" = ") for line in
                      (tmp_path / d / "eval_results.txt").read_text().splitlines())
                 for d in ("one", "two"))

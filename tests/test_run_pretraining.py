@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from modeling import BertConfig, BertPretrainer, checkpoint
+from modeling import BertConfig, BertPretrainer
+from modeling.checkpoints import name_based
 from scripts import run_script, script_command, script_env
 
 SEQ, PREDICTIONS = 32, 5
@@ -78,7 +79,7 @@ def test_end_to_end_loss_falls_and_eval_has_every_key(records, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").glob("ckpt-*.index")) == [
         "ckpt-16.index", "ckpt-24.index", "ckpt-8.index"]
     model = BertPretrainer(BertConfig.from_json_file(config))
-    result = checkpoint.load_original(model, str(tmp_path / "out/export/bert_model.ckpt"))
+    result = name_based.load_original(model, str(tmp_path / "out/export/bert_model.ckpt"))
     assert result.unused == [] and len(result.skipped) == 1 + 2 * len(result.loaded)
     assert list((tmp_path / "out/train").iterdir())  # TensorBoard events
 

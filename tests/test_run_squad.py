@@ -5,8 +5,9 @@ import json
 import pytest
 
 from conftest import REFS
-from modeling import BertConfig, checkpoint
-from modeling.span_model import BertSpanModel
+from modeling import BertConfig
+from modeling.checkpoints import name_based
+from modeling.models.squad import BertSpanModel
 from scripts import run_on_logical_cpus, run_script
 from serving import assert_same_outputs, read_features, serve
 
@@ -70,7 +71,7 @@ def test_train_and_predict_write_the_original_files_and_the_metric(trained):
 def test_the_original_format_checkpoint_loads_strictly(trained):
     root, _ = trained
     model = BertSpanModel(BertConfig.from_json_file(root / "config.json"))
-    result = checkpoint.load_original(model, root / "out/export/bert_model.ckpt")
+    result = name_based.load_original(model, root / "out/export/bert_model.ckpt")
     assert "cls/squad/output_weights" in result.loaded and not result.unused
 
 

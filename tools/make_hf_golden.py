@@ -134,10 +134,10 @@ def _keras_outputs(name, config, ckpt, inputs):
     transformers' terms (logits, not log-probabilities, where transformers returns logits)."""
     import tensorflow as tf
     from modeling import BertModel, BertPretrainer, checkpoint
-    from modeling.classifier import BertClassifier
-    from modeling.multiple_choice import BertMultipleChoice
-    from modeling.span_model import BertSpanModel
-    from modeling.token_classifier import BertTokenClassifier
+    from modeling.models.classifier import BertClassifier
+    from modeling.models.multiple_choice import BertMultipleChoice
+    from modeling.models.squad import BertSpanModel
+    from modeling.models.ner import BertTokenClassifier
     masked_lm = ("cls/predictions/output_bias", "cls/predictions/transform/dense/kernel",
                  "cls/predictions/transform/dense/bias",
                  "cls/predictions/transform/LayerNorm/gamma",

@@ -1,0 +1,251 @@
+"""Original TF1 name-based checkpoints (`bert_model.ckpt`) in and out, strictly.
+
+A variable's Keras `path` is its original checkpoint name, so loading is a plain copy by name:
+nothing is renamed or transposed.
+"""
+import dataclasses
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+# Training state the original writes beside the weights; never part of a model.
+_OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
+
+# Hugging Face's masked-LM, token-classification and question-answering models have no pooler,
+# so checkpoints converted from them lack these. The tasks load them as optional: the span and
+# token heads never read the pooler; the classifiers start it at random, as transformers does.
+POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+@dataclasses.dataclass
+class LoadResult:
+    """What `load_original` did with each checkpoint tensor.
+
+    Attributes:
+      loaded: names copied into the model.
+      skipped: optimizer state and `global_step`, ignored by design.
+      unused: other tensors the model has no variable for (a classifier's `output_weights`
+        when loading into a bare `BertModel`, say); reported, not fatal.
+      not_found: optional model variables the checkpoint does not have (a task head's, when
+        starting from a pre-trained checkpoint); they keep their initial values.
+    """
+    loaded: list
+    skipped: list
+    unused: list
+    not_found: list = dataclasses.field(default_factory=list)
+
+
+def checkpoint_name(variable):
+    """The original checkpoint name of a Keras variable: its path, without a `:0` suffix."""
+    return variable.path.split(":")[0]
+
+
+def _named_variables(model):
+    """Maps checkpoint names to the model's variables; two variables with one name is a bug."""
+    by_name = {}
+    for variable in model.weights:
+        name = checkpoint_name(variable)
+        if name in by_name and by_name[name] is not variable:
+            raise ValueError(f"Two variables of {model.name} share the checkpoint name {name}")
+        by_name[name] = variable
+    return by_name
+
+
+def resolve_checkpoint(ckpt_path):
+    """Accepts a checkpoint prefix or a directory.
+
+    A directory resolves to the latest checkpoint its `checkpoint` state file names or, as in
+    Google's released zips, which carry no state file, to its only `*.index` checkpoint.
+    """
+    ckpt_path = os.fspath(ckpt_path)
+    if tf.io.gfile.isdir(ckpt_path):
+        latest = tf.train.latest_checkpoint(ckpt_path)
+        if latest is not None:
+            return latest
+        indexes = tf.io.gfile.glob(os.path.join(ckpt_path, "*.index"))
+        if len(indexes) != 1:
+            raise ValueError(f"No single checkpoint in directory {ckpt_path}: found "
+                             f"{len(indexes)} *.index files and no 'checkpoint' state file")
+        return indexes[0][:-len(".index")]
+    if not tf.io.gfile.exists(ckpt_path + ".index"):
+        raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
+    return ckpt_path
+
+
+def load_original(model, ckpt_path, optional=()):
+    """Copies an original name-based checkpoint into `model`, strictly.
+
+    Every model variable must be present with the same shape, and is assigned exactly once;
+    only the names in `optional` may be absent.
+
+    Args:
+      model: a `BertModel`, or any Keras model whose variables have checkpoint names.
+      ckpt_path: checkpoint prefix (`.../bert_model.ckpt`) or its directory.
+      optional: checkpoint names of variables that may be missing (a fine-tuning head's, which
+        a pre-trained checkpoint does not have, as the original's `init_checkpoint`).
+
+    Returns:
+      A `LoadResult`.
+
+    Raises:
+      ValueError: a model variable is missing from the checkpoint or has another shape; the
+        message lists every such name with both shapes.
+    """
+    ckpt_path = resolve_checkpoint(ckpt_path)
+    reader = tf.train.load_checkpoint(ckpt_path)
+    ckpt_shapes = reader.get_variable_to_shape_map()
+    variables = _named_variables(model)
+
+    not_found = sorted(name for name in variables
+                       if name not in ckpt_shapes and name in optional)
+    missing = sorted(name for name in variables
+                     if name not in ckpt_shapes and name not in optional)
+    mismatched = sorted(
+        f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
+        for name in variables
+        if name in ckpt_shapes and tuple(variables[name].shape) != tuple(ckpt_shapes[name]))
+    if missing or mismatched:
+        lines = [f"Checkpoint {ckpt_path} does not fit model {model.name}:"]
+        lines += [f"  missing from checkpoint: {name} {tuple(variables[name].shape)}"
+                  for name in missing]
+        lines += [f"  shape mismatch: {line}" for line in mismatched]
+        raise ValueError("\n".join(lines))
+
+    for name, variable in variables.items():
+        if name not in not_found:
+            variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
+
+    leftovers = sorted(name for name in ckpt_shapes if name not in variables)
+    skipped = [name for name in leftovers if is_optimizer_state(name)]
+    unused = [name for name in leftovers if not is_optimizer_state(name)]
+    if unused:
+        logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
+                        model.name, ", ".join(unused))
+    return LoadResult(loaded=sorted(set(variables) - set(not_found)), skipped=skipped,
+                      unused=unused, not_found=not_found)
+
+
+def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
+    """Writes the model's variables as an original name-based checkpoint, atomically.
+
+    The files (`<ckpt_path>.index`, `<ckpt_path>.data-00000-of-00001`, and the directory's
+    `checkpoint` state file) read with `tf.train.load_checkpoint` and with the original TF1 code.
+
+    Args:
+      model: a `BertModel`, or any Keras model whose variables have checkpoint names.
+      ckpt_path: checkpoint prefix to write, e.g. `out/bert_model.ckpt`.
+      global_step: optional int, written as the int64 `global_step` tensor as the original does.
+      extra_tensors: optional dict of more name -> tensor or variable (Adam slots, say).
+    """
+    variables = dict(_named_variables(model), **(extra_tensors or {}))
+    tensors = {name: variables[name] for name in sorted(variables)}
+    if global_step is not None:
+        tensors["global_step"] = tf.constant(global_step, tf.int64)
+    write_tensors(tensors, ckpt_path)
+
+
+def write_tensors(tensors, ckpt_path):
+    """Writes a dict of name -> tensor (variable, Tensor or NumPy array) as an original
+    checkpoint, atomically, in the dict's order (sorted names give the original Saver's bytes).
+
+    Data first, index last, each renamed from a temporary name: a reader finds the index only
+    when the data is complete.
+    """
+    names = list(tensors)
+    values = [tf.convert_to_tensor(getattr(tensors[name], "value", tensors[name]))
+              for name in names]
+    directory = os.path.dirname(ckpt_path) or "."
+    tf.io.gfile.makedirs(directory)
+    temp_prefix = f"{ckpt_path}.tmp-{os.getpid()}"
+    tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
+                      shape_and_slices=[""] * len(names), tensors=values)
+    for suffix in (".data-00000-of-00001", ".index"):
+        tf.io.gfile.rename(temp_prefix + suffix, ckpt_path + suffix, overwrite=True)
+    _write_state_file(directory, os.path.basename(ckpt_path))
+
+
+def is_optimizer_state(name):
+    """True for the training state the original writes beside the weights (`global_step`,
+    Adam or LAMB slots): never part of a model."""
+    return bool(_OPTIMIZER_STATE.search(name))
+
+
+def _write_state_file(directory, basename):
+    """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` reads."""
+    state = (f'model_checkpoint_path: "{basename}"\n'
+             f'all_model_checkpoint_paths: "{basename}"\n')
+    state_path = os.path.join(directory, "checkpoint")
+    with tf.io.gfile.GFile(state_path + ".tmp", "w") as writer:
+        writer.write(state)
+    tf.io.gfile.rename(state_path + ".tmp", state_path, overwrite=True)
+
+
+def model_for_checkpoint(config, ckpt_path):
+    """A `BertPretrainer` when the checkpoint carries the pre-training heads, else a `BertModel`.
+
+    Imported here, not at the top: the model modules do not depend on this one.
+    """
+    from modeling.encoder.bert_model import BertModel
+    from modeling.models.pretraining import BertPretrainer
+    names = tf.train.load_checkpoint(resolve_checkpoint(ckpt_path)).get_variable_to_shape_map()
+    has_heads = any(name.startswith("cls/") for name in names)
+    return BertPretrainer(config) if has_heads else BertModel(config)
+
+
+def to_keras_file(config, ckpt_path, output_path):
+    """Converts an original checkpoint to a `.keras` model or `.weights.h5` file, atomically.
+
+    Returns:
+      The `LoadResult` of reading the checkpoint.
+    """
+    model = model_for_checkpoint(config, ckpt_path)
+    result = load_original(model, ckpt_path)
+    _save_keras_atomically(model, output_path)
+    return result
+
+
+def from_keras_file(input_path, ckpt_path, config=None):
+    """Converts a `.keras` file, or a `.weights.h5` file plus its config, to an original checkpoint.
+
+    A `.weights.h5` file is tried with the pre-training heads first, then as a bare encoder.
+    """
+    import keras
+    from modeling.encoder.bert_model import BertModel
+    from modeling.models.pretraining import BertPretrainer
+    if input_path.endswith(".keras"):
+        model = keras.saving.load_model(input_path)
+    elif input_path.endswith(".weights.h5"):
+        if config is None:
+            raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
+        errors = []
+        for model_class in (BertPretrainer, BertModel):
+            model = model_class(config)
+            try:
+                model.load_weights(input_path)
+                break
+            except ValueError as error:
+                errors.append(f"as {model_class.__name__}: {error}")
+        else:
+            raise ValueError(f"{input_path} does not fit the config: " + " | ".join(errors))
+    else:
+        raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
+    save_original(model, ckpt_path)
+    return model
+
+
+def _save_keras_atomically(model, output_path):
+    for suffix in (".weights.h5", ".keras"):
+        if output_path.endswith(suffix):
+            break
+    else:
+        raise ValueError(f"{output_path}: the output must end in .keras or .weights.h5")
+    directory = os.path.dirname(output_path) or "."
+    tf.io.gfile.makedirs(directory)
+    temp_path = f"{output_path[:-len(suffix)]}.tmp-{os.getpid()}{suffix}"
+    if suffix == ".keras":
+        model.save(temp_path)
+    else:
+        model.save_weights(temp_path)
+    tf.io.gfile.rename(temp_path, output_path, overwrite=True)

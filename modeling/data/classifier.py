@@ -1,0 +1,244 @@
+"""Sentence(-pair) classification data: the GLUE and XNLI files as the original
+`run_classifier.py` reads them, and its feature conversion.
+
+No TensorFlow is imported here (nor by the modules it uses).
+"""
+import dataclasses
+import os
+
+from modeling.data import records, text
+
+
+@dataclasses.dataclass
+class InputExample:
+    """One example: `label` is a class name, a float score (STS-B), or None for test sets."""
+    guid: str
+    text_a: str
+    text_b: str = None
+    label: object = None
+
+
+class PaddingInputExample:
+    """A fake example that pads the last eval/predict batch (TPUs need fixed batches); its
+    features are all zeros and `is_real_example` is 0, so metrics and outputs skip it."""
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_id: object  # int class index, or float for regression
+    is_real_example: bool = True
+
+
+
+class DataProcessor:
+    """Reads one task's train/dev/test files into `InputExample`s.
+
+    Subclasses set `labels` (None for regression), the file names, whether the files have a
+    header, and `columns` / `test_columns`: the (text_a, text_b, label) column indexes.
+    """
+    labels = None
+    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    header = True
+    columns = test_columns = None
+
+    @property
+    def is_regression(self):
+        return self.labels is None
+
+    @property
+    def is_pair(self):
+        """Whether examples have a second segment (`text_b`)."""
+        return self.columns[1] is not None
+
+    def get_labels(self):
+        return list(self.labels or [])
+
+    def get_train_examples(self, data_dir):
+        return self.read(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self.read(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self.read(data_dir, "test")
+
+    def read(self, data_dir, split):
+        path = os.path.join(data_dir, self.files[split])
+        if not os.path.exists(path):
+            raise ValueError(f"{path} does not exist: --data_dir must hold the task's "
+                             f"{self.files[split]}")
+        rows = text.read_tsv(path)[1 if self.header else 0:]
+        return [self.example(path, number, row, split) for number, row in rows]
+
+    def example(self, path, number, row, split, columns=None):
+        """Builds the example of one row; errors name the file and line."""
+        columns = columns or (self.test_columns if split == "test" else self.columns)
+        indexes = [index for index in columns if index is not None]
+        # A label counted from the end (-1) sits after the text columns.
+        needed = max(i for i in indexes if i >= 0) + 1 + any(i < 0 for i in indexes)
+        if len(row) < needed:
+            raise ValueError(f"{path}:{number}: expected at least {needed} tab-separated "
+                             f"columns, found {len(row)}")
+        text_a, text_b, label = (None if index is None else row[index] for index in columns)
+        if split == "test":
+            label = None
+        elif self.is_regression:
+            try:
+                label = float(label)
+            except ValueError:
+                raise ValueError(f"{path}:{number}: score {label!r} is not a number") from None
+        elif label not in self.labels:
+            raise ValueError(f"{path}:{number}: unknown label {label!r}; "
+                             f"expected one of {self.labels}")
+        return InputExample(f"{split}-{number}", text_a, text_b, label)
+
+
+class ColaProcessor(DataProcessor):
+    labels = ["0", "1"]
+    header = False  # train and dev have none; test's header is skipped below
+    columns, test_columns = (3, None, 1), (1, None, None)
+
+    def read(self, data_dir, split):
+        examples = super().read(data_dir, split)
+        return examples[1:] if split == "test" else examples
+
+
+class MnliProcessor(DataProcessor):
+    """Matched dev/test by default; `MnliMismatchedProcessor` reads the mismatched ones."""
+    labels = ["contradiction", "entailment", "neutral"]
+    files = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
+    columns, test_columns = (8, 9, -1), (8, 9, None)
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+    files = {"train": "train.tsv", "dev": "dev_mismatched.tsv", "test": "test_mismatched.tsv"}
+
+
+class MrpcProcessor(DataProcessor):
+    labels = ["0", "1"]
+    columns, test_columns = (3, 4, 0), (3, 4, None)
+
+
+class QnliProcessor(DataProcessor):
+    labels = ["entailment", "not_entailment"]
+    columns, test_columns = (1, 2, -1), (1, 2, None)
+
+
+class QqpProcessor(DataProcessor):
+    labels = ["0", "1"]
+    columns, test_columns = (3, 4, 5), (1, 2, None)
+
+
+class RteProcessor(DataProcessor):
+    labels = ["entailment", "not_entailment"]
+    columns, test_columns = (1, 2, -1), (1, 2, None)
+
+
+class Sst2Processor(DataProcessor):
+    labels = ["0", "1"]
+    columns, test_columns = (0, None, 1), (1, None, None)
+
+
+class StsbProcessor(DataProcessor):
+    labels = None  # regression: the score in [0, 5]
+    columns, test_columns = (7, 8, -1), (7, 8, None)
+
+
+class WnliProcessor(DataProcessor):
+    labels = ["0", "1"]
+    columns, test_columns = (1, 2, -1), (1, 2, None)
+
+
+class XnliProcessor(DataProcessor):
+    """The original's layout: XNLI-1.0/xnli.{dev,test}.tsv (all languages, column 0 the language)
+    and multinli/multinli.train.<language>.tsv; `language` as the original's default, zh."""
+    labels = ["contradiction", "entailment", "neutral"]
+    files = {"train": None, "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}
+    columns = test_columns = (6, 7, 1)
+
+    def __init__(self, language="zh"):
+        self.language = language
+
+    def read(self, data_dir, split):
+        if split == "train":
+            path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
+            if not os.path.exists(path):
+                raise ValueError(f"{path} does not exist")
+            examples = []
+            for number, row in text.read_tsv(path)[1:]:
+                # The translated MultiNLI says "contradictory" where XNLI says "contradiction".
+                row = ["contradiction" if field == "contradictory" and index == 2 else field
+                       for index, field in enumerate(row)]
+                examples.append(self.example(path, number, row, "train", columns=(0, 1, 2)))
+            return examples
+        path = os.path.join(data_dir, "XNLI-1.0", self.files[split])
+        if not os.path.exists(path):
+            raise ValueError(f"{path} does not exist")
+        return [self.example(path, number, row, "dev")
+                for number, row in text.read_tsv(path)[1:] if row and row[0] == self.language]
+
+
+PROCESSORS = {
+    "cola": ColaProcessor, "mnli": MnliProcessor, "mnli-mm": MnliMismatchedProcessor,
+    "mrpc": MrpcProcessor, "qnli": QnliProcessor, "qqp": QqpProcessor, "rte": RteProcessor,
+    "sst-2": Sst2Processor, "sts-b": StsbProcessor, "wnli": WnliProcessor, "xnli": XnliProcessor,
+}
+
+
+def get_processor(task_name):
+    """The processor of a task, by case-insensitive name; an unknown one lists the known."""
+    name = task_name.lower()
+    if name not in PROCESSORS:
+        raise ValueError(f"Task not found: {task_name!r}; known tasks: {sorted(PROCESSORS)}")
+    return PROCESSORS[name]()
+
+
+def convert_single_example(example, label_list, max_seq_length, tokenizer):
+    """The original's `convert_single_example`: `[CLS] a [SEP] (b [SEP])`, the longer segment
+    popped first, padded with 0; a `PaddingInputExample` becomes all zeros.
+
+    Args:
+      label_list: the class names, or empty for regression (the label is then the float).
+    """
+    if isinstance(example, PaddingInputExample):
+        zeros = [0] * max_seq_length
+        return InputFeatures(zeros, list(zeros), list(zeros), 0.0 if not label_list else 0,
+                             is_real_example=False)
+    packed = text.convert_examples_to_features(
+        [text.InputExample(0, example.text_a, example.text_b)], max_seq_length,
+        tokenizer)[0]
+    if example.label is None:  # a test example: the original writes label 0
+        label_id = 0 if label_list else 0.0
+    else:
+        label_id = label_list.index(example.label) if label_list else float(example.label)
+    return InputFeatures(packed.input_ids, packed.input_mask, packed.input_type_ids, label_id)
+
+
+def serialize_features(features, varints):
+    """The original `file_based_convert_examples_to_features` record (`label_ids` is a float
+    for regression)."""
+    label = (records.float_feature([features.label_id]) if isinstance(features.label_id, float)
+             else records.int64_feature(varints.encode([features.label_id])))
+    return records.example([
+        ("input_ids", records.int64_feature(varints.encode(features.input_ids))),
+        ("input_mask", records.int64_feature(varints.encode(features.input_mask))),
+        ("segment_ids", records.int64_feature(varints.encode(features.segment_ids))),
+        ("label_ids", label),
+        ("is_real_example",
+         records.int64_feature(varints.encode([int(features.is_real_example)]))),
+    ])
+
+
+def write_features(examples, label_list, max_seq_length, tokenizer, output_file):
+    """Writes the examples' features as TFRecords, atomically. Returns the count."""
+    varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, 2))
+    temp = f"{output_file}.tmp-{os.getpid()}"
+    with open(temp, "wb") as writer:
+        for example in examples:
+            features = convert_single_example(example, label_list, max_seq_length, tokenizer)
+            writer.write(records.frame(serialize_features(features, varints)))
+    os.replace(temp, output_file)
+    return len(examples)

@@ -1,0 +1,279 @@
+"""Masked-LM / next-sentence training instances, exactly as the original
+`create_pretraining_data.py` makes them for the same seed.
+
+Exactness rests on making the same `random.Random` calls in the same order as the original
+(see ../shared/refs/README.md, pitfall 3). Speed comes from working on token ids instead of
+strings, truncating by moving indices instead of deleting list heads, and serializing each
+Example straight to bytes (modeling/data/records.py). No TensorFlow is imported here.
+"""
+import dataclasses
+import random
+
+from modeling.data import records
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceOptions:
+    """The original's flags that shape an instance."""
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP] with a "
+                             f"and b of 2 tokens to choose from), got {self.max_seq_length}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be positive, "
+                             f"got {self.max_predictions_per_seq}")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+
+
+@dataclasses.dataclass
+class Instance:
+    """One training instance, in ids; `input_ids` are unpadded and already masked."""
+    input_ids: list
+    segment_ids: list
+    masked_lm_positions: list
+    masked_lm_ids: list
+    is_random_next: bool
+
+
+def read_documents(lines, tokenizer):
+    """Groups tokenized lines into documents, as the original does.
+
+    A line that is empty after `strip()` ends the document; a line that tokenizes to nothing is
+    skipped without ending it; documents left empty are dropped.
+
+    Args:
+      lines: iterable of str, without line terminators.
+      tokenizer: a `FullTokenizer`.
+
+    Returns:
+      list of documents, each a list of segments, each a non-empty list of int ids.
+    """
+    documents = [[]]
+    for line in lines:
+        line = line.strip()
+        if not line:
+            documents.append([])
+            continue
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
+        if ids:
+            documents[-1].append(ids)
+    return [document for document in documents if document]
+
+
+class InstanceMaker:
+    """Makes the instances of one document at a time, drawing from one `random.Random`."""
+
+    def __init__(self, vocab, options, rng):
+        """Args: vocab, token -> id in file order (no duplicates); options; rng."""
+        self.options = options
+        self.rng = rng
+        self.vocab_size = len(vocab)
+        self.cls_id, self.sep_id, self.mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+        self.is_continuation = [token.startswith("##") for token in vocab]
+
+    def _randint(self, low, high):
+        # Exactly what random.Random.randint does (randrange -> _randbelow), without its
+        # argument checking, which dominates the cost of the many small draws made here.
+        return low + self.rng._randbelow(high - low + 1)
+
+    def _shuffle(self, items):
+        """Exactly `random.Random.shuffle`: the same `getrandbits` calls (the rejection
+        sampling of `_randbelow`), inlined because this loop is the hottest of the whole run."""
+        getrandbits = self.rng.getrandbits
+        for i in reversed(range(1, len(items))):
+            n = i + 1
+            k = n.bit_length()
+            j = getrandbits(k)
+            while j >= n:
+                j = getrandbits(k)
+            items[i], items[j] = items[j], items[i]
+
+    def from_document(self, documents, document_index):
+        """The original `create_instances_from_document`, in ids.
+
+        Returns:
+          list of `Instance`.
+        """
+        rng, randint = self.rng, self._randint
+        document = documents[document_index]
+        max_num_tokens = self.options.max_seq_length - 3  # [CLS], [SEP], [SEP]
+        # Mostly fill the whole sequence, sometimes a shorter one, so that fine-tuning on short
+        # inputs is not out of distribution.
+        target_seq_length = max_num_tokens
+        if rng.random() < self.options.short_seq_prob:
+            target_seq_length = randint(2, max_num_tokens)
+
+        instances = []
+        chunk, chunk_length = [], 0
+        i = 0
+        while i < len(document):
+            chunk.append(document[i])
+            chunk_length += len(document[i])
+            if i == len(document) - 1 or chunk_length >= target_seq_length:
+                a_end = randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                tokens_a = [token for segment in chunk[:a_end] for token in segment]
+                if len(chunk) == 1 or rng.random() < 0.5:
+                    is_random_next = True
+                    tokens_b = self._random_next(documents, document_index,
+                                                 target_seq_length - len(tokens_a))
+                    # The segments not used as A go back to be used next time.
+                    i -= len(chunk) - a_end
+                else:
+                    is_random_next = False
+                    tokens_b = [token for segment in chunk[a_end:] for token in segment]
+                tokens_a, tokens_b = self._truncate_pair(tokens_a, tokens_b, max_num_tokens)
+                input_ids = [self.cls_id] + tokens_a + [self.sep_id] + tokens_b + [self.sep_id]
+                segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                masked_ids, positions, labels = self._mask(input_ids)
+                instances.append(Instance(masked_ids, segment_ids, positions, labels,
+                                          is_random_next))
+                chunk, chunk_length = [], 0
+            i += 1
+        return instances
+
+    def _random_next(self, documents, document_index, target_b_length):
+        randint = self._randint
+        # Ten tries at another document; a one-document corpus falls back to its own.
+        for _ in range(10):
+            random_index = randint(0, len(documents) - 1)
+            if random_index != document_index:
+                break
+        random_document = documents[random_index]
+        tokens_b = []
+        for segment in random_document[randint(0, len(random_document) - 1):]:
+            tokens_b.extend(segment)
+            if len(tokens_b) >= target_b_length:
+                break
+        return tokens_b
+
+    def _truncate_pair(self, tokens_a, tokens_b, max_num_tokens):
+        """Trims the longer list, from the front or the back at random, until both fit."""
+        a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
+        random_draw = self.rng.random
+        while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
+            trim_a = (a_end - a_start) > (b_end - b_start)
+            front = random_draw() < 0.5
+            if trim_a:
+                a_start, a_end = (a_start + 1, a_end) if front else (a_start, a_end - 1)
+            else:
+                b_start, b_end = (b_start + 1, b_end) if front else (b_start, b_end - 1)
+        return tokens_a[a_start:a_end], tokens_b[b_start:b_end]
+
+    def _mask(self, input_ids):
+        """The original `create_masked_lm_predictions`, in ids.
+
+        Returns:
+          (masked input ids, sorted positions, original ids at those positions).
+        """
+        rng, options = self.rng, self.options
+        candidates = []
+        whole_word = options.do_whole_word_mask
+        for index, token in enumerate(input_ids):
+            if token == self.cls_id or token == self.sep_id:
+                continue
+            if whole_word and candidates and self.is_continuation[token]:
+                candidates[-1].append(index)
+            else:
+                candidates.append([index])
+        self._shuffle(candidates)
+        num_to_predict = min(options.max_predictions_per_seq,
+                             max(1, int(round(len(input_ids) * options.masked_lm_prob))))
+        output = list(input_ids)
+        masked = []
+        covered = set()
+        random_draw = rng.random
+        for index_set in candidates:
+            if len(masked) >= num_to_predict:
+                break
+            # A whole word that would overflow the budget is skipped, not cut.
+            if len(masked) + len(index_set) > num_to_predict:
+                continue
+            if any(index in covered for index in index_set):
+                continue
+            for index in index_set:
+                covered.add(index)
+                if random_draw() < 0.8:
+                    output[index] = self.mask_id
+                elif random_draw() < 0.5:
+                    pass  # keep the original token, 10% of the time
+                else:
+                    output[index] = self._randint(0, self.vocab_size - 1)
+                masked.append(index)
+        masked.sort()
+        return output, masked, [input_ids[index] for index in masked]
+
+
+def create_instances(documents, maker, dupe_factor, progress=None):
+    """All instances of a corpus, in the original's order: shuffle the documents, make
+    `dupe_factor` passes over them (different masks each time), shuffle the instances.
+
+    Args:
+      documents: list of documents (shuffled in place).
+      maker: an `InstanceMaker`, whose rng drives everything.
+      dupe_factor: int.
+      progress: optional callable, called with the number of new instances after each
+        document.
+
+    Returns:
+      list of `Instance`.
+    """
+    maker.rng.shuffle(documents)
+    instances = []
+    for _ in range(dupe_factor):
+        for document_index in range(len(documents)):
+            made = maker.from_document(documents, document_index)
+            instances.extend(made)
+            if progress:
+                progress(len(made))
+    maker.rng.shuffle(instances)
+    return instances
+
+
+class ExampleEncoder:
+    """Serializes instances as the original's `tf.train.Example`s, padded to fixed lengths."""
+
+    def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq):
+        self.max_seq_length = max_seq_length
+        self.max_predictions = max_predictions_per_seq
+        self.varints = records.VarintTable(max(vocab_size, max_seq_length, 2))
+
+    def encode(self, instance):
+        """Returns the serialized Example (bytes)."""
+        encode = self.varints.encode
+        length = len(instance.input_ids)
+        if length > self.max_seq_length:
+            raise ValueError(f"instance of {length} tokens exceeds max_seq_length "
+                             f"{self.max_seq_length}")
+        pad = self.max_seq_length - length
+        predictions = len(instance.masked_lm_positions)
+        pred_pad = self.max_predictions - predictions
+        return records.example([
+            ("input_ids", records.int64_feature(encode(instance.input_ids) + b"\0" * pad)),
+            ("input_mask", records.int64_feature(b"\1" * length + b"\0" * pad)),
+            ("segment_ids", records.int64_feature(encode(instance.segment_ids) + b"\0" * pad)),
+            ("masked_lm_positions", records.int64_feature(
+                encode(instance.masked_lm_positions) + b"\0" * pred_pad)),
+            ("masked_lm_ids", records.int64_feature(
+                encode(instance.masked_lm_ids) + b"\0" * pred_pad)),
+            ("masked_lm_weights", records.float_feature([1.0] * predictions + [0.0] * pred_pad)),
+            ("next_sentence_labels", records.int64_feature(
+                b"\1" if instance.is_random_next else b"\0")),
+        ])
+
+
+def shard_rng(random_seed, shard):
+    """The rng of one shard: `Random(random_seed)` for the single, exact shard; otherwise one
+    derived from the seed and the shard number (a str seed hashes with SHA-512: stable)."""
+    return random.Random(random_seed if shard is None else f"{random_seed}/{shard}")

@@ -1,0 +1,110 @@
+"""Reading text files as the original reads them, and packing text pairs as `[CLS] a [SEP]
+(b [SEP])`: what every data module shares, without TensorFlow or the corpus pipeline. The
+examples and features are the original `extract_features.py`'s input."""
+import csv
+import dataclasses
+import re
+
+
+def decode_line(raw, path, number):
+    """One line's bytes as the original's `tf.gfile` text reader gives it: every "\\r"
+    dropped, strict UTF-8.
+
+    Raises:
+      ValueError: the line is not UTF-8 (the original dies with a UnicodeDecodeError there);
+        the message names the file and line.
+    """
+    try:
+        return raw.replace(b"\r", b"").decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte "
+                         f"{error.start})") from None
+
+
+def read_tsv(path):
+    """Rows of a GLUE TSV: tab-separated, no quoting (GLUE text holds bare `"`), a UTF-8 BOM
+    tolerated. Returns a list of (line number, list of fields)."""
+    with open(path, encoding="utf-8-sig", newline="") as reader:
+        return [(number, row) for number, row in
+                enumerate(csv.reader(reader, delimiter="\t", quotechar=None), start=1)]
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Pops tokens from the end of the longer list until the pair fits, in place.
+
+    Trimming the longer one keeps more of the shorter, which carries as much meaning per token.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        longer.pop()
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+@dataclasses.dataclass
+class InputExample:
+    unique_id: int
+    text_a: str
+    text_b: str = None
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One packed sequence: `tokens` unpadded; the id lists padded to the sequence length."""
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    input_type_ids: list
+
+
+def read_examples(input_file):
+    """Reads one example per line: `text` or `text_a ||| text_b`.
+
+    Lines are split on "\\n" alone and every "\\r" is dropped, as the original's `tf.gfile`
+    reader does; a blank line is an (empty) example, as in the original.
+
+    Raises:
+      ValueError: a line is not valid UTF-8 (the original crashes there); names file and line.
+    """
+    import tensorflow as tf  # here: the packing below serves data modules without TensorFlow
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        data = reader.read()
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    examples = []
+    for number, raw in enumerate(lines, start=1):
+        line = decode_line(raw, input_file, number).strip()
+        match = _PAIR.match(line)
+        text_a, text_b = (line, None) if match is None else match.groups()
+        examples.append(InputExample(unique_id=len(examples), text_a=text_a, text_b=text_b))
+    return examples
+
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+    """Tokenizes and packs `[CLS] a [SEP] (b [SEP])`, truncating and padding to `seq_length`.
+
+    Returns:
+      A list of `InputFeatures`, one per example.
+    """
+    features = []
+    for example in examples:
+        tokens_a = tokenizer.tokenize(example.text_a)
+        tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+        if tokens_b:
+            truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)  # [CLS], [SEP], [SEP]
+        else:
+            tokens_a = tokens_a[:seq_length - 2]  # [CLS], [SEP]
+        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+        input_type_ids = [0] * len(tokens)
+        if tokens_b:
+            tokens += tokens_b + ["[SEP]"]
+            input_type_ids += [1] * (len(tokens_b) + 1)
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        padding = [0] * (seq_length - len(tokens))
+        features.append(InputFeatures(
+            unique_id=example.unique_id, tokens=tokens, input_ids=input_ids + padding,
+            input_mask=[1] * len(tokens) + padding, input_type_ids=input_type_ids + padding))
+    return features

@@ -1,0 +1,159 @@
+"""BertModel: the original `modeling.BertModel` as a Keras 3 model (TensorFlow backend)."""
+import keras
+import tensorflow as tf
+
+from modeling.encoder import layers
+from modeling.encoder.config import BertConfig
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertModel(keras.Model):
+    """BERT encoder; every variable path is the original checkpoint name (`bert/...`).
+
+    Called with a dict:
+      input_ids: int32 [B, T], ids < vocab_size.
+      input_mask: optional int32 [B, T], 1 for real tokens and 0 for padding (default all 1).
+      token_type_ids: optional int32 [B, T], ids < type_vocab_size (default all 0).
+    Returns a dict:
+      embedding_output: float [B, T, H], after the embedding LayerNorm (and dropout).
+      encoder_outputs: list of L float [B, T, H], the output of each layer.
+      attention_probs: list of L float [B, N, T, T], each layer's attention probabilities.
+      sequence_output: float [B, T, H], the last layer's output.
+      pooled_output: float [B, H], tanh(dense(first token of sequence_output)).
+    Dropout is active only when called with `training=True`.
+    """
+
+    def __init__(self, config, **kwargs):
+        """Creates every weight at once (TruncatedNormal(initializer_range), as the original).
+
+        Args:
+          config: a `BertConfig`, or a dict of its fields (as `get_config` stores it).
+        """
+        kwargs.setdefault("name", "bert")
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.embeddings = layers.BertEmbeddings(self.config)
+        self.encoder = layers.Encoder(self.config)
+        self.pooler = layers.Pooler(self.config)
+        self.build()
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        self.encoder.build()
+        self.pooler.build()
+
+    def get_embedding_table(self):
+        """The word-embedding variable, float32 [V, H]; the masked-LM head reuses it."""
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs, training=False):
+        input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
+        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+        # [B, 1, 1, T]: the same adder for every head and every query position.
+        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], embedding_output.dtype)
+        attention_adder = (1.0 - mask) * layers.ATTENTION_MASK_ADDER
+        encoder_outputs, attention_probs = self.encoder(
+            embedding_output, attention_adder, training=training)
+        sequence_output = encoder_outputs[-1]
+        return {
+            "embedding_output": embedding_output,
+            "encoder_outputs": encoder_outputs,
+            "attention_probs": attention_probs,
+            "sequence_output": sequence_output,
+            "pooled_output": self.pooler(sequence_output),
+        }
+
+    def _check_inputs(self, inputs):
+        """Validates ranks, lengths and id ranges; fills in the optional inputs.
+
+        Out-of-range ids would otherwise gather garbage on accelerators (the original's NaNs when
+        the vocab file and the config disagree), so they raise here with the offending value.
+        """
+        if not isinstance(inputs, dict) or "input_ids" not in inputs:
+            raise ValueError("BertModel expects a dict with 'input_ids' (and optionally "
+                             f"'input_mask', 'token_type_ids'); got {type(inputs).__name__}")
+        unknown = set(inputs) - {"input_ids", "input_mask", "token_type_ids"}
+        if unknown:
+            raise ValueError(f"BertModel got unknown inputs {sorted(unknown)}")
+        input_ids = tf.convert_to_tensor(inputs["input_ids"])
+        if input_ids.shape.rank != 2:
+            raise ValueError(f"input_ids must have rank 2 [batch, seq_length], "
+                             f"got shape {input_ids.shape}")
+        seq_length = input_ids.shape[1]
+        limit = self.config.max_position_embeddings
+        if seq_length is not None and seq_length > limit:
+            raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
+                             f"{limit} of the config")
+        input_ids = tf.cast(input_ids, tf.int32)
+        checked = {"input_ids": input_ids}
+        for name, default in (("input_mask", 1), ("token_type_ids", 0)):
+            value = inputs.get(name)
+            if value is None:
+                value = tf.fill(tf.shape(input_ids), default)
+            value = tf.cast(tf.convert_to_tensor(value), tf.int32)
+            if value.shape.rank != 2 or not value.shape.is_compatible_with(input_ids.shape):
+                raise ValueError(f"{name} must have the shape of input_ids {input_ids.shape}, "
+                                 f"got {value.shape}")
+            checked[name] = value
+        assertions = _check_range(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
+        assertions += _check_range(checked["token_type_ids"], self.config.type_vocab_size,
+                                   "token_type_ids", "type_vocab_size")
+        assertions += _check_not_empty_rows(input_ids)
+        if not tf.executing_eagerly():
+            # Shapes left open when the graph was traced (a serving signature's [None, None])
+            # are checked when it runs, so that a mask of another shape is not broadcast.
+            if seq_length is None:
+                assertions.append(tf.debugging.assert_less_equal(
+                    tf.shape(input_ids)[1], limit,
+                    message=f"sequence length exceeds max_position_embeddings {limit}"))
+            for name in ("input_mask", "token_type_ids"):
+                static = input_ids.shape.is_fully_defined() and checked[name].shape.is_fully_defined()
+                if inputs.get(name) is not None and not static:
+                    assertions.append(tf.debugging.Assert(
+                        tf.reduce_all(tf.equal(tf.shape(checked[name]), tf.shape(input_ids))),
+                        [f"{name} must have the shape of input_ids; got", tf.shape(checked[name]),
+                         "and", tf.shape(input_ids)]))
+        # Graph assertions must run before the lookups they protect.
+        with tf.control_dependencies(assertions):
+            input_ids = tf.identity(input_ids)
+        return input_ids, checked["input_mask"], checked["token_type_ids"]
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+
+def _check_not_empty_rows(input_ids):
+    """Checks that rows have at least one token (the pooler reads the first); an empty batch,
+    [0, T] with any T, is fine and gives empty outputs.
+
+    Eagerly it raises a ValueError at once; in a graph it returns the assertion op.
+    """
+    if tf.executing_eagerly():
+        batch, seq_length = input_ids.shape
+        if batch and seq_length == 0:
+            raise ValueError(f"input_ids of shape {input_ids.shape} has rows without tokens")
+        return []
+    batch, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+    return [tf.debugging.Assert((seq_length > 0) | (batch == 0),
+                                ["input_ids has rows without tokens, shape", tf.shape(input_ids)])]
+
+
+def _check_range(ids, limit, name, field):
+    """Checks that every id is in [0, limit).
+
+    Eagerly it raises a ValueError at once; in a graph it returns the assertion ops, which fail
+    with an InvalidArgumentError when run.
+    """
+    if tf.executing_eagerly():
+        if tf.size(ids) > 0:
+            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+            if low < 0 or high >= limit:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"{name} contains {bad}, outside [0, {field}={limit}) of the config")
+        return []
+    return [
+        tf.debugging.assert_non_negative(ids, message=f"{name} contains a negative id"),
+        tf.debugging.assert_less(ids, limit,
+                                 message=f"{name} contains an id >= {field}={limit} of the config"),
+    ]

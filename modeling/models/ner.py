@@ -1,0 +1,59 @@
+"""A per-token classifier on BERT's final hidden states, as the paper fine-tunes NER (no CRF).
+
+Shape legend: B batch, T sequence length, H hidden size, L labels.
+"""
+import keras
+import tensorflow as tf
+
+from modeling.encoder import layers
+from modeling.encoder.bert_model import BertModel
+from modeling.encoder.config import BertConfig
+
+HEAD_DROPOUT_PROB = 0.1  # as run_classifier's head, on the final hidden states
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertTokenClassifier(keras.Model):
+    """Owns `bert/...` plus `output_weights` [L, H] and `output_bias` [L] at the root.
+
+    Called with the `BertModel` inputs; returns `logits` and `log_probabilities` float32
+    [B, T, L] and `predictions` int32 [B, T]. Given `label_ids` int [B, T] and `label_weights`
+    float [B, T] (1 at each word's first sub-token, 0 elsewhere: the paper's `X` positions
+    and padding carry no loss) it adds `per_token_loss` [B, T] (weights applied) and `loss`,
+    Σ weighted losses / Σ weights.
+    """
+
+    def __init__(self, config, num_labels, **kwargs):
+        kwargs.setdefault("name", "bert_token_classifier")
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.num_labels = num_labels
+        self.bert = BertModel(self.config)
+        self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
+        self.output_weights, self.output_bias = layers.root_output_variables(self.config, num_labels)
+        self.built = True
+
+    def call(self, inputs, training=False):
+        model_inputs = {k: v for k, v in inputs.items()
+                        if k in ("input_ids", "input_mask", "token_type_ids")}
+        hidden = self.bert(model_inputs, training=training)["sequence_output"]
+        hidden = self.dropout(hidden, training=training)
+        rows = tf.reshape(hidden, [-1, self.config.hidden_size])  # [B*T, H]
+        logits = tf.matmul(rows, tf.cast(self.output_weights, rows.dtype), transpose_b=True)
+        logits = tf.cast(logits, tf.float32) + self.output_bias
+        logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:2], [self.num_labels]], 0))
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        outputs = {"logits": logits, "log_probabilities": log_probs,
+                   "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+        if "label_ids" in inputs:
+            weights = tf.cast(inputs["label_weights"], tf.float32)
+            one_hot = tf.one_hot(tf.cast(inputs["label_ids"], tf.int32), self.num_labels)
+            per_token = -tf.reduce_sum(one_hot * log_probs, axis=-1) * weights
+            outputs.update(per_token_loss=per_token,
+                           loss=tf.reduce_sum(per_token) / tf.maximum(tf.reduce_sum(weights),
+                                                                      1.0))
+        return outputs
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "num_labels": self.num_labels,
+                "name": self.name}

@@ -1,0 +1,111 @@
+"""Fine-tuning and evaluating a `BertClassifier` as the original `run_classifier.py`, on any
+`tf.distribute` strategy: its input pipeline, loss, metrics and output files."""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from modeling.checkpoints import name_based
+from modeling.evaluation import glue
+from modeling.models.classifier import BertClassifier
+from modeling.training import input_pipeline
+from modeling.training.trainer import Trainer
+
+
+class ClassifierTrainer(Trainer):
+    """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
+    the global batch; the head starts random unless the checkpoint has it."""
+    METRICS = ("loss", "correct", "examples")
+    # A pooler too: converted Hugging Face masked-LM models have none (name_based.POOLER).
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
+
+    def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
+        self.num_labels, self.regression = num_labels, regression
+        super().__init__(strategy, config, *args, **kwargs)
+
+    def build_model(self, config):
+        return BertClassifier(config, self.num_labels, self.regression)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        per_example = outputs["per_example_loss"]
+        if self.regression:
+            correct = tf.constant(0.0)
+        else:
+            predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+            correct = tf.reduce_sum(tf.cast(
+                tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
+        return tf.reduce_sum(per_example) / global_batch, {
+            "correct": correct, "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+    def loop_scalars(self, totals, steps):
+        scalars = {"loss": totals["loss"] / steps}
+        if not self.regression:
+            scalars["accuracy"] = totals["correct"] / max(totals["examples"], 1)
+        return scalars
+
+
+def feature_spec(max_seq_length, regression):
+    ints = tf.io.FixedLenFeature
+    return {
+        "input_ids": ints([max_seq_length], tf.int64),
+        "input_mask": ints([max_seq_length], tf.int64),
+        "segment_ids": ints([max_seq_length], tf.int64),
+        "label_ids": ints([], tf.float32 if regression else tf.int64),
+        "is_real_example": ints([], tf.int64),
+    }
+
+
+def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
+                       drop_remainder=False, seed=12345, skip_batches=0):
+    """Batches of `classifier_data.write_features` records, keyed as `BertClassifier`'s
+    inputs (see `input_pipeline.record_batches`)."""
+    return input_pipeline.record_batches(
+        path, feature_spec(max_seq_length, regression), input_pipeline.int32_inputs, batch_size,
+        is_training, drop_remainder, seed, skip_batches)
+
+
+def evaluate(trainer, dataset, batch_size, task_name):
+    """The original's eval results, plus the task's GLUE metric, over the real examples.
+
+    Returns:
+      dict: eval_accuracy (classification), eval_loss (mean per-example loss), global_step,
+      loss (mean over batches of each batch's mean loss, as the Estimator's `loss`), and
+      `glue.task_metrics` (F1, Matthews correlation, Pearson/Spearman).
+    """
+    score = "predictions" if trainer.regression else "logits"
+    outputs = trainer.predict(dataset, ["per_example_loss", "label_ids", "is_real_example",
+                                        score])
+    real = outputs["is_real_example"].astype(bool)
+    if not real.any():
+        raise ValueError("the evaluation set has no examples")
+    losses = outputs["per_example_loss"].astype(np.float64)
+    batch_means = [losses[start:start + batch_size][real[start:start + batch_size]].mean()
+                   for start in range(0, len(losses), batch_size)
+                   if real[start:start + batch_size].any()]
+    labels = outputs["label_ids"][real]
+    predictions = (outputs[score][real] if trainer.regression
+                   else np.argmax(outputs[score][real], axis=-1))
+    results = {"eval_loss": float(losses[real].mean()), "global_step": trainer.global_step,
+               "loss": float(np.mean(batch_means))}
+    if not trainer.regression:
+        results["eval_accuracy"] = glue.accuracy(labels, predictions)
+    results.update(glue.task_metrics(task_name, labels, predictions))
+    return results
+
+
+def predict(trainer, dataset):
+    """Per real example, in input order: the class probabilities [N, num_labels], or the
+    regression predictions [N, 1]."""
+    name = "predictions" if trainer.regression else "probabilities"
+    outputs = trainer.predict(dataset, [name, "is_real_example"])
+    values = outputs[name][outputs["is_real_example"].astype(bool)]
+    return values.reshape(len(values), -1)
+
+
+def write_test_results(values, path):
+    """The original's test_results.tsv: one line per example, its values tab-separated."""
+    temp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(temp, "w") as writer:
+        for row in values:
+            writer.write("\t".join(str(value) for value in row) + "\n")
+    tf.io.gfile.rename(temp, path, overwrite=True)

@@ -1,0 +1,89 @@
+"""Contextual embeddings as features (the paper's section 5.3), as the original
+`extract_features.py` computes and writes them."""
+import collections
+import json
+
+import numpy as np
+
+
+def layer_outputs(model, features, layer_indexes, batch_size):
+    """Runs the encoder over the features in batches.
+
+    Args:
+      model: a `BertModel`.
+      features: list of `InputFeatures`, all of one sequence length T.
+      layer_indexes: list of int, indices into the encoder layers (-1 is the last).
+      batch_size: int.
+
+    Yields:
+      (feature, {layer_index: float32 numpy [T, H]}) in input order.
+    """
+    import tensorflow as tf
+    num_layers = model.config.num_hidden_layers
+    for index in layer_indexes:
+        if not -num_layers <= index < num_layers:
+            raise ValueError(f"Layer index {index} is outside the model's {num_layers} layers")
+    signature = {name: tf.TensorSpec([None, None], tf.int32)
+                 for name in ("input_ids", "input_mask", "token_type_ids")}
+
+    @tf.function(input_signature=[signature])
+    def encode(inputs):
+        outputs = model(inputs, training=False)["encoder_outputs"]
+        return [outputs[index] for index in layer_indexes]
+
+    for start in range(0, len(features), batch_size):
+        batch = features[start:start + batch_size]
+        results = encode({
+            "input_ids": np.array([f.input_ids for f in batch], np.int32),
+            "input_mask": np.array([f.input_mask for f in batch], np.int32),
+            "token_type_ids": np.array([f.input_type_ids for f in batch], np.int32),
+        })
+        results = [result.numpy() for result in results]
+        for row, feature in enumerate(batch):
+            yield feature, {index: result[row] for index, result in zip(layer_indexes, results)}
+
+
+def to_json_line(feature, layers):
+    """The original's JSON-lines record: one entry per token, values rounded to 6 decimals."""
+    tokens = []
+    for position, token in enumerate(feature.tokens):
+        tokens.append(collections.OrderedDict([
+            ("token", token),
+            ("layers", [collections.OrderedDict([
+                ("index", index),
+                ("values", [round(float(x), 6) for x in values[position]]),
+            ]) for index, values in layers.items()]),
+        ]))
+    record = collections.OrderedDict([("linex_index", feature.unique_id), ("features", tokens)])
+    return json.dumps(record) + "\n"
+
+
+def read_token_vectors(json_line, layer_indexes=(-1, -2, -3, -4)):
+    """Reads one record of extract_features.py's output as features for a downstream model.
+
+    The paper's best feature-based NER input (section 5.3) concatenates the top four layers'
+    hidden states of each token.
+
+    Args:
+      json_line: str, one line of the output JSON.
+      layer_indexes: the layers to concatenate, in this order; each must be in the record.
+
+    Returns:
+      (tokens, vectors): the record's tokens ("[CLS]" ... "[SEP]"), and float32 numpy
+      [tokens, len(layer_indexes) * H].
+
+    Raises:
+      ValueError: a layer that extract_features.py was not asked for (its --layers).
+    """
+    record = json.loads(json_line)
+    tokens, rows = [], []
+    for feature in record["features"]:
+        by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
+        missing = [index for index in layer_indexes if index not in by_index]
+        if missing:
+            raise ValueError(f"line {record['linex_index']}: layers {missing} are not in the "
+                             f"record (it has {sorted(by_index)}); run extract_features.py "
+                             f"with --layers={','.join(map(str, layer_indexes))}")
+        tokens.append(feature["token"])
+        rows.append(np.concatenate([by_index[index] for index in layer_indexes]))
+    return tokens, np.asarray(rows, np.float32)

@@ -1,0 +1,180 @@
+"""The original optimizer: Adam with weight decay inside the update, no bias correction, and a
+linear warm-up then linear decay computed from step 0.
+
+Numbers that differ from Keras' AdamW: epsilon 1e-6, no bias correction, weight decay added to
+the Adam update before the learning rate multiplies it, and the exclusion of
+`LayerNorm|layer_norm|bias` matched against the full variable path (Keras matches leaf names).
+"""
+import re
+
+import keras
+import tensorflow as tf
+
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+CLIP_NORM = 1.0
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """lr(step) = init_lr·step/warmup while step < warmup, else init_lr·(1 - step/total).
+
+    The decay runs from step 0, not from the end of the warm-up, as in the original; each term
+    is computed in float32 in the original's order of operations.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+        self.init_lr = init_lr
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.int64)
+        init_lr = tf.constant(self.init_lr, tf.float32)
+        decay_steps = tf.constant(self.num_train_steps, tf.float32)
+        progress = tf.minimum(tf.cast(step, tf.float32), decay_steps) / decay_steps
+        learning_rate = (init_lr - 0.0) * tf.pow(1.0 - progress, 1.0) + 0.0
+        if self.num_warmup_steps:
+            warmup_steps = tf.constant(self.num_warmup_steps, tf.float32)
+            warmup_learning_rate = init_lr * (tf.cast(step, tf.float32) / warmup_steps)
+            is_warmup = tf.cast(step < self.num_warmup_steps, tf.float32)
+            learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
+        return learning_rate
+
+    def get_config(self):
+        return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class AdamWeightDecay(keras.optimizers.Optimizer):
+    """The original `AdamWeightDecayOptimizer`, as a Keras 3 optimizer.
+
+    For each variable: m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²;
+    update = m / (√v + ε) (+ weight_decay_rate·w unless excluded); w -= lr·update.
+
+    Under a `tf.distribute` strategy, `apply_gradients` takes gradients already summed over
+    replicas (and clipped, as the original clips the global gradient): see
+    `modeling.training.trainer`. Keras would sum them once more; this optimizer does not.
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+                 name="adam_weight_decay", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.apply_condition = None
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self.adam_m = [self.add_variable_from_reference(v, "adam_m") for v in var_list]
+        self.adam_v = [self.add_variable_from_reference(v, "adam_v") for v in var_list]
+        # Decided here, on Keras paths: update_step may see the backend's raw variables.
+        self.decays = [self.uses_weight_decay(v) for v in var_list]
+
+    def uses_weight_decay(self, variable):
+        """Decay unless a pattern matches the variable's full path, as the original does."""
+        if not self.weight_decay_rate:
+            return False
+        path = variable.path
+        return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self.adam_m[index], self.adam_v[index]
+        gradient = tf.convert_to_tensor(gradient)  # dense, as the original's update
+        learning_rate = tf.cast(learning_rate, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self.decays[index]:
+            update += self.weight_decay_rate * variable
+        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
+
+    def _commit(self, assignments):
+        """Assigns (variable, new value) pairs; where `apply_condition` (a bool tensor a
+        training step may set, e.g. "the loss-scaled gradients are finite") is False, every
+        variable keeps its value, so a skipped step changes neither weights nor slots."""
+        for variable, value in assignments:
+            if self.apply_condition is not None:
+                value = tf.where(self.apply_condition, value, variable)
+            self.assign(variable, value)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # summed and clipped by the caller
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
+                      beta_2=self.beta_2, epsilon=self.epsilon,
+                      exclude_from_weight_decay=list(self.exclude_from_weight_decay))
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al., 2019), for large batches: Adam with bias correction, weight decay,
+    and each variable's step scaled by the trust ratio ‖w‖ / ‖update‖.
+
+    Variables excluded from weight decay (LayerNorm, biases) also skip the trust ratio.
+    """
+
+    def __init__(self, learning_rate, name="lamb", **kwargs):
+        super().__init__(learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self.adam_m[index], self.adam_v[index]
+        gradient = tf.convert_to_tensor(gradient)
+        learning_rate = tf.cast(learning_rate, variable.dtype)
+        step = tf.cast(self.iterations + 1, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
+        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self.decays[index]:
+            update += self.weight_decay_rate * variable
+            weight_norm, update_norm = tf.norm(variable), tf.norm(update)
+            ratio = tf.where(weight_norm > 0.0,
+                             tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
+            update *= ratio
+        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
+
+
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
+    """The original `create_optimizer`'s optimizer and schedule (clip with `clip_gradients`).
+
+    Args:
+      optimizer: "adamw", the original's AdamWeightDecay, or "lamb".
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    return OPTIMIZERS[optimizer](schedule)
+
+
+def clip_gradients(gradients):
+    """Global-norm clipping at 1.0, as the original applies before the update.
+
+    Gathers give `IndexedSlices` gradients with a row per lookup; their norm is not the norm
+    of the summed gradient (the original's one-hot embedding matmuls give dense ones), so they
+    are made dense first.
+
+    Returns:
+      (clipped dense gradients, the global norm before clipping).
+    """
+    dense = [None if g is None else tf.convert_to_tensor(g) for g in gradients]
+    return tf.clip_by_global_norm(dense, CLIP_NORM)

@@ -1,0 +1,308 @@
+"""Training on any `tf.distribute` strategy: the original's step, loops and checkpoints.
+
+A step is the original's: forward, the task's loss over the *global* batch, gradients summed
+over replicas, clipped to global norm 1.0, the original optimizer. Each replica normalizes its
+share of the loss by global counts (all-reduced before the forward pass), so N replicas compute
+the update one device computes for the same batch. Tasks subclass `Trainer` with their loss.
+"""
+import os
+import tempfile
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling.checkpoints import name_based
+from modeling.training import distribution
+from modeling.training import optimization
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+class Trainer:
+    """Owns a task's model, optimizer, checkpoints and compiled loops.
+
+    Subclasses define:
+      METRICS: names of the per-step values summed over a loop ("loss" among them).
+      OPTIONAL_VARIABLES: checkpoint names of head variables a pre-trained checkpoint lacks.
+      UNTRAINED_PREFIXES: checkpoint-name prefixes of variables the task's loss never reaches
+        (the pooler, for span heads); the original's optimizer skips their None gradients,
+        so they get no update and no weight decay.
+      build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
+      loop_scalars(totals, steps).
+    """
+    METRICS = ("loss",)
+    OPTIONAL_VARIABLES = ()
+    UNTRAINED_PREFIXES = ()
+
+    def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
+                 use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1):
+        self.strategy = strategy
+        self.num_accumulation_steps = num_accumulation_steps
+        keras.utils.set_random_seed(seed)  # initial weights and dropout masks
+        with strategy.scope():
+            self.model = self.build_model(config)
+            self.optimizer = optimization.create_optimizer(
+                learning_rate, num_train_steps, num_warmup_steps, optimizer)
+            self.optimizer.build(self.trained_variables)
+            self.loss_scale = LossScale() if self.model.compute_dtype == "float16" else None
+        # The dropout generators' states are saved too, so that a resumed run draws the masks
+        # an uninterrupted one would have drawn.
+        dropout_seeds = [layer.seed_generator.state for layer in self.model._flatten_layers()
+                         if getattr(layer, "seed_generator", None) is not None]
+        extra = {"loss_scale": self.loss_scale} if self.loss_scale else {}
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                              dropout_seeds=dropout_seeds, **extra)
+        self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
+        self._predict_step = tf.function(self._predict_step_fn)
+
+    def build_model(self, config):
+        raise NotImplementedError
+
+    @property
+    def trained_variables(self):
+        """The model's trainable variables but those under UNTRAINED_PREFIXES."""
+        return [v for v in self.model.trainable_variables
+                if not name_based.checkpoint_name(v).startswith(self.UNTRAINED_PREFIXES)]
+
+    def global_counts(self, batch):
+        """All-reduced counts the loss is normalized by: by default the global batch size.
+        (A sync point, so it stays outside any nested, possibly XLA-compiled, function.)"""
+        context = tf.distribute.get_replica_context()
+        return (context.all_reduce(SUM, tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)),)
+
+    def replica_loss(self, outputs, batch, *counts):
+        """Returns (this replica's share of the global loss, dict of METRICS but "loss")."""
+        raise NotImplementedError
+
+    def loop_scalars(self, totals, steps):
+        """What a loop of `steps` steps logs, from the METRICS summed over it."""
+        return {"loss": totals["loss"] / steps}
+
+    @property
+    def global_step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def init_from(self, init_checkpoint):
+        """Starts from an original name-based checkpoint or one written by these scripts; the
+        task's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
+
+        Returns:
+          The checkpoint names of the variables the checkpoint did not have, but those under
+          UNTRAINED_PREFIXES: the task's outputs do not depend on them.
+        """
+        path = name_based.resolve_checkpoint(init_checkpoint)
+        names = dict(tf.train.list_variables(path))
+        if any(name.startswith("bert/") for name in names):
+            result = name_based.load_original(self.model, path, self.OPTIONAL_VARIABLES)
+            logging.info("Initialized %d variables from %s", len(result.loaded), path)
+            if result.not_found:
+                logging.info("Not in %s, initialized randomly: %s", path,
+                             ", ".join(result.not_found))
+            return [name for name in result.not_found
+                    if not name.startswith(self.UNTRAINED_PREFIXES)]
+        status = tf.train.Checkpoint(model=self.model).read(path)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError:
+            # A checkpoint of another task (pre-training, say): its encoder must all be there.
+            tf.train.Checkpoint(model=tf.train.Checkpoint(bert=self.model.bert)).read(
+                path).assert_existing_objects_matched()
+            logging.info("Initialized the encoder from %s; the task head is new", path)
+            return [name_based.checkpoint_name(v) for v in self.model.weights
+                    if not name_based.checkpoint_name(v).startswith("bert/")]
+        logging.info("Initialized the model from %s", path)
+        return []
+
+    def _forward_backward_fn(self, batch, counts, loss_scale):
+        variables = self.trained_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(batch, training=True)
+            loss, metrics = self.replica_loss(outputs, batch, *counts)
+            scaled_loss = loss * loss_scale  # keeps float16 gradients from underflowing
+        gradients = tape.gradient(scaled_loss, variables)
+        # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
+        gradients = [tf.convert_to_tensor(g) for g in gradients]
+        return gradients, dict(metrics, loss=loss)
+
+    def _train_step(self, batch):
+        scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
+        counts = self.global_counts(batch)
+        if self.num_accumulation_steps == 1:
+            gradients, metrics = self._forward_backward(batch, counts, scale)
+        else:
+            gradients, metrics = self._accumulate(batch, counts, scale)
+        context = tf.distribute.get_replica_context()
+        gradients = context.all_reduce(SUM, gradients)
+        if self.loss_scale:
+            gradients = [g / scale for g in gradients]
+        clipped, norm = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
+        if self.loss_scale:
+            # An overflow skips the step: no change to weights, slots or the step count.
+            finite = tf.math.is_finite(norm)
+            self.optimizer.apply_condition = finite
+            self.optimizer.apply_gradients(zip(clipped, self.trained_variables))
+            self.optimizer.apply_condition = None
+            self.optimizer.iterations.assign_sub(tf.cast(tf.logical_not(finite), tf.int64))
+            self.loss_scale.update(finite)
+        else:
+            self.optimizer.apply_gradients(zip(clipped, self.trained_variables))
+        return metrics
+
+    def _accumulate(self, batch, counts, scale):
+        """Sums the gradients of consecutive micro-batches, one at a time so that only one
+        micro-batch's activations are alive. The losses are already normalized by the counts
+        of the whole batch, so the sum is the whole batch's gradient."""
+        size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
+        gradients = [tf.zeros_like(v) for v in self.trained_variables]
+        metrics = {key: tf.constant(0.0) for key in self.METRICS}
+        for index in tf.range(self.num_accumulation_steps):
+            micro_batch = {name: value[index * size:(index + 1) * size]
+                           for name, value in batch.items()}
+            micro_gradients, micro_metrics = self._forward_backward(micro_batch, counts, scale)
+            gradients = [total + g for total, g in zip(gradients, micro_gradients)]
+            metrics = {key: metrics[key] + micro_metrics[key] for key in self.METRICS}
+        return gradients, metrics
+
+    @tf.function
+    def _train_loop(self, iterator, steps):
+        totals = {key: 0.0 for key in self.METRICS}
+        for _ in tf.range(steps):
+            per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
+            totals = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
+                      for key, total in totals.items()}
+        return totals
+
+    def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
+              save_checkpoints_steps, keep_checkpoints=5):
+        """Trains to `num_train_steps`, resuming from the latest checkpoint in `output_dir`.
+
+        Args:
+          dataset_fn: callable(skip_batches) -> the global-batch training dataset, deterministic,
+            starting after the batches already trained on.
+
+        Returns:
+          The global step reached.
+        """
+        chief = distribution.is_chief(self.strategy)
+        # Every worker takes part in saving (collectives); only the chief's files are kept.
+        directory = output_dir if chief else tempfile.mkdtemp(prefix="worker_checkpoint_")
+        manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                             max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
+        if manager.latest_checkpoint:
+            self.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+            logging.info("Resumed from %s at step %d", manager.latest_checkpoint,
+                         self.global_step)
+        step = self.global_step
+        if step >= num_train_steps:
+            return step
+        iterator = iter(self.strategy.experimental_distribute_dataset(
+            shard_by_data(dataset_fn(step))))
+        writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief \
+            else tf.summary.create_noop_writer()
+        while step < num_train_steps:
+            next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+            steps = min(iterations_per_loop, next_save - step, num_train_steps - step)
+            learning_rate = float(self.optimizer.learning_rate)
+            start = time.time()
+            totals = {k: float(v) for k, v in
+                      self._train_loop(iterator, tf.constant(steps, tf.int32)).items()}
+            elapsed = time.time() - start
+            step = self.global_step
+            scalars = dict(self.loop_scalars(totals, steps), learning_rate=learning_rate)
+            if "examples" in totals:
+                scalars["examples_per_second"] = totals["examples"] / elapsed
+            logging.info("step %d/%d: %s", step, num_train_steps,
+                         ", ".join(f"{k} {v:.5g}" for k, v in scalars.items()))
+            with writer.as_default(step=step):
+                for name, value in scalars.items():
+                    tf.summary.scalar(name, value)
+            if step % save_checkpoints_steps == 0 or step == num_train_steps:
+                manager.save(checkpoint_number=step)
+        writer.flush()
+        return step
+
+    def restore_latest(self, output_dir):
+        """Loads the latest checkpoint in `output_dir`, as the original's Estimator does before
+        evaluating or predicting. Returns its path, or None if there is none."""
+        latest = tf.train.latest_checkpoint(output_dir)
+        if latest:
+            self.checkpoint.read(latest).expect_partial()
+            logging.info("Loaded %s (step %d)", latest, self.global_step)
+        return latest
+
+    def _predict_step_fn(self, batch, names):
+        def step(batch):
+            outputs = dict(batch, **self.model(batch, training=False))
+            return {name: outputs[name] for name in names}
+        per_replica = self.strategy.run(step, args=(batch,))
+        return {name: self.strategy.gather(value, axis=0)
+                for name, value in per_replica.items()}
+
+    def predict(self, dataset, names):
+        """Runs the model over `dataset` (global batches) and returns, for each name of a model
+        output or an input feature, one numpy array over all examples, in input order.
+
+        The dataset must carry an "example_index" feature [B]: replicas and workers see parts of
+        each batch, and the gathered rows are put back in order by it.
+        """
+        names = tuple(dict.fromkeys(("example_index",) + tuple(names)))
+        parts = {name: [] for name in names}
+        for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
+            for name, value in self._predict_step(batch, names).items():
+                parts[name].append(value.numpy())
+        if not parts["example_index"]:
+            return {name: np.zeros([0]) for name in names}
+        arrays = {name: np.concatenate(values) for name, values in parts.items()}
+        order = np.argsort(arrays["example_index"], kind="stable")
+        return {name: value[order] for name, value in arrays.items()}
+
+    def export_original(self, path):
+        """Writes the model, its Adam slots and `global_step` in the original name-based format,
+        as the original's `model.ckpt-N` files, for the original tools and the other scripts."""
+        slots = {}
+        for variable, m, v in zip(self.trained_variables, self.optimizer.adam_m,
+                                  self.optimizer.adam_v):
+            name = name_based.checkpoint_name(variable)
+            slots[f"{name}/adam_m"] = m
+            slots[f"{name}/adam_v"] = v
+        name_based.save_original(self.model, path, global_step=self.global_step,
+                                 extra_tensors=slots)
+
+
+class LossScale(tf.Module):
+    """Dynamic loss scaling for float16: halve on overflow, double after 2000 finite steps."""
+
+    def __init__(self, initial=2.0 ** 15, growth_interval=2000):
+        super().__init__(name="loss_scale")
+        only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        self.scale = tf.Variable(initial, trainable=False, aggregation=only_first)
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=only_first)
+        self.growth_interval = growth_interval
+
+    def value(self):
+        return tf.identity(self.scale)
+
+    def update(self, finite):
+        good_steps = tf.where(finite, self.good_steps + 1, 0)
+        grow = good_steps >= self.growth_interval
+        self.scale.assign(tf.where(finite, tf.where(grow, self.scale * 2.0, self.scale),
+                                   tf.maximum(self.scale / 2.0, 1.0)))
+        self.good_steps.assign(tf.where(grow, tf.zeros_like(good_steps), good_steps))
+
+
+def shard_by_data(dataset):
+    """Each global batch is split across all replicas of all workers, so a step on N workers
+    sees the examples one device would. (Sharding by file would give each worker other
+    records, and fails outright with fewer files than workers.)"""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def set_precision(name):
+    """'float32', 'mixed_bfloat16' or 'mixed_float16' (then with dynamic loss scaling) for
+    every model built afterwards."""
+    keras.mixed_precision.set_dtype_policy(name)

@@ -1,0 +1,60 @@
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling import BertConfig, BertModel
+from modeling.encoder import layers
+
+
+def test_gelu_is_the_tanh_approximation():
+    x = np.linspace(-5, 5, 101).astype("float32")
+    expected = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(layers.gelu(tf.constant(x)).numpy(), expected, atol=1e-6)
+    exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    assert np.max(np.abs(expected - exact)) > 1e-4  # the two differ: the test could fail
+
+
+def test_gelu_exact_is_the_erf_form_and_layer_norm_eps_comes_from_the_config(tiny_config):
+    x = np.linspace(-5, 5, 101).astype("float32")
+    exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    np.testing.assert_allclose(layers.gelu_exact(tf.constant(x)).numpy(), exact, atol=1e-6)
+    config = BertConfig.from_dict(dict(tiny_config.to_dict(), hidden_act="gelu_exact",
+                                       layer_norm_eps=1e-5))
+    model = BertModel(config)
+    assert model.encoder.transformer_layers[1].intermediate.dense.activation is layers.gelu_exact
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert {norm.epsilon for norm in norms} == {1e-5}
+
+
+def test_pinned_numbers_differ_from_keras_defaults(tiny_config):
+    model = BertModel(tiny_config)
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert len(norms) == 1 + 2 * tiny_config.num_hidden_layers
+    assert all(norm.epsilon == 1e-12 for norm in norms)
+    dense = model.encoder.transformer_layers[0].attention.self_attention.query
+    assert isinstance(dense.kernel_initializer, keras.initializers.TruncatedNormal)
+    assert dense.kernel_initializer.stddev == 0.02
+    assert model.encoder.transformer_layers[0].intermediate.dense.activation is layers.gelu
+    assert layers.ATTENTION_MASK_ADDER == -10000.0
+
+
+def test_padded_keys_get_exactly_zero_probability(tiny_config, tiny_inputs):
+    probs = BertModel(tiny_config)(tiny_inputs)["attention_probs"]
+    mask = tiny_inputs["input_mask"]
+    for layer_probs in probs:
+        layer_probs = layer_probs.numpy()  # [B, N, T, T]
+        assert np.all(layer_probs[mask[:, None, None, :].repeat(7, 2).repeat(4, 1) == 0] == 0.0)
+        np.testing.assert_allclose(layer_probs.sum(-1), 1.0, atol=1e-6)
+
+
+def test_unknown_activation_is_rejected():
+    try:
+        layers.get_activation("swish")
+    except ValueError as error:
+        assert "swish" in str(error)
+    else:
+        raise AssertionError("no error")

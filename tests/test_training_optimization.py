@@ -1,0 +1,134 @@
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import BertConfig, BertPretrainer
+from modeling.checkpoints import name_based
+from modeling.training import optimization
+
+
+def test_schedule_warms_up_then_decays_from_step_zero():
+    schedule = optimization.WarmupPolynomialDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    lrs = [float(schedule(step)) for step in (0, 5, 9, 10, 50, 100, 150)]
+    # Decay from step 0: at step 10 it is already 1e-4·(1 - 10/100), not 1e-4.
+    np.testing.assert_allclose(lrs, [0, 5e-5, 9e-5, 9e-5, 5e-5, 0, 0], rtol=1e-6, atol=1e-12)
+    no_warmup = optimization.WarmupPolynomialDecay(2e-5, 1000, 0)
+    np.testing.assert_allclose(float(no_warmup(0)), 2e-5, rtol=1e-7)
+
+
+def test_weight_decay_skips_layer_norm_and_biases_by_full_path(tiny_config):
+    model = BertPretrainer(tiny_config)
+    optimizer = optimization.create_optimizer(1e-4, 10, 1)
+    optimizer.build(model.trainable_variables)
+    decays = {v.path: d for v, d in zip(model.trainable_variables, optimizer.decays)}
+    assert decays["bert/embeddings/word_embeddings"]
+    assert decays["bert/encoder/layer_1/attention/self/query/kernel"]
+    assert decays["cls/seq_relationship/output_weights"]
+    # Leaf names `gamma`/`beta` match nothing: only the full path says LayerNorm.
+    assert not decays["bert/embeddings/LayerNorm/gamma"]
+    assert not decays["cls/predictions/transform/LayerNorm/beta"]
+    assert not decays["cls/predictions/output_bias"]
+    assert not decays["bert/pooler/dense/bias"]
+    assert optimizer.epsilon == 1e-6 and optimizer.weight_decay_rate == 0.01
+
+
+def test_clipping_uses_the_norm_of_the_summed_gradient():
+    # Two lookups of row 1: the true gradient row is [2, 2], norm sqrt(8), not sqrt(4).
+    sparse = tf.IndexedSlices(tf.ones([2, 2]), tf.constant([1, 1]), tf.constant([3, 2]))
+    clipped, norm = optimization.clip_gradients([sparse, tf.zeros([2])])
+    np.testing.assert_allclose(norm, np.sqrt(8.0), rtol=1e-6)
+    np.testing.assert_allclose(clipped[0], [[0, 0], [2 / np.sqrt(8)] * 2, [0, 0]], rtol=1e-6)
+
+
+def _train_five_steps(refs):
+    directory = refs / "optimizer"
+    model = BertPretrainer(BertConfig.from_json_file(directory / "bert_config_nodropout.json"))
+    name_based.load_original(model, str(refs / "model/bert_model.ckpt"))
+    batch = dict(np.load(directory / "batch.npz"))
+    batch["token_type_ids"] = batch.pop("segment_ids")
+    optimizer = optimization.create_optimizer(1e-4, num_train_steps=100, num_warmup_steps=10)
+
+    @tf.function
+    def train_step(batch):
+        with tf.GradientTape() as tape:
+            outputs = model(batch, training=True)
+        gradients = tape.gradient(outputs["total_loss"], model.trainable_variables)
+        learning_rate = optimizer.learning_rate  # read before apply increments the step
+        clipped, norm = optimization.clip_gradients(gradients)
+        optimizer.apply_gradients(zip(clipped, model.trainable_variables))
+        return outputs["total_loss"], outputs["masked_lm_loss"], norm, learning_rate
+
+    log = [[float(x) for x in train_step(batch)] for _ in range(5)]
+    return model, optimizer, np.array(log), batch
+
+
+@pytest.fixture(scope="module")
+def five_steps():
+    from conftest import REFS
+    if not REFS.exists():
+        pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
+    return REFS, _train_five_steps(REFS)
+
+
+def test_five_steps_give_the_recorded_losses_and_learning_rates(five_steps):
+    refs, (model, optimizer, log, batch) = five_steps
+    recorded = np.load(refs / "optimizer/losses.npz")
+    np.testing.assert_allclose(log[:, 0], recorded["total_loss"], rtol=1e-5, atol=0)
+    np.testing.assert_allclose(log[:, 1], recorded["mlm_loss"], rtol=1e-5, atol=0)
+    np.testing.assert_array_equal(log[:, 3].astype(np.float32), recorded["learning_rate"])
+    steps = json.loads((refs / "optimizer/train_log.json").read_text())["steps"]
+    norms = [step["grad_global_norm_before_clip"] for step in steps]
+    np.testing.assert_allclose(log[:, 2], norms, rtol=1e-5)  # above 1: clipping is active
+    after = model(batch)
+    np.testing.assert_allclose(float(after["total_loss"]), 10.804122924804688, rtol=1e-5)
+    assert int(optimizer.iterations) == 5
+
+
+def test_five_steps_give_the_recorded_weights(five_steps):
+    refs, (model, _, _, _) = five_steps
+    reader = tf.train.load_checkpoint(str(refs / "optimizer/bert_model_step5.ckpt"))
+    assert reader.get_tensor("global_step") == 5
+    for variable in model.weights:
+        np.testing.assert_allclose(variable.numpy(), reader.get_tensor(variable.path),
+                                   atol=1e-6, rtol=0, err_msg=variable.path)
+
+
+def test_five_steps_give_the_recorded_adam_slots(five_steps):
+    refs, (model, optimizer, _, _) = five_steps
+    slots = np.load(refs / "optimizer/adam_slots.npz")
+    # m holds gradients (values up to 0.05), v their squares (up to 7e-5).
+    tolerance = {"adam_m": 1e-7, "adam_v": 1e-10}
+    for variable, m, v in zip(model.trainable_variables, optimizer.adam_m, optimizer.adam_v):
+        for slot, value in (("adam_m", m.numpy()), ("adam_v", v.numpy())):
+            key = f"{variable.path.replace('/', '__')}__{slot}"
+            if key in slots:
+                np.testing.assert_allclose(value, slots[key], atol=tolerance[slot], rtol=0,
+                                           err_msg=key)
+                continue
+            rows = slots[f"{key}__rowidx"]
+            np.testing.assert_allclose(value[rows], slots[f"{key}__rows"],
+                                       atol=tolerance[slot], rtol=0, err_msg=key)
+            wide = value.astype(np.float64)
+            np.testing.assert_allclose(np.sum(wide ** 2), slots[f"{key}__sumsq"], rtol=1e-4)
+            np.testing.assert_allclose(np.max(np.abs(wide)), slots[f"{key}__maxabs"], rtol=1e-4)
+            np.testing.assert_allclose(np.sum(wide), slots[f"{key}__sum"],
+                                       atol=tolerance[slot] * 10, rtol=0)
+
+
+def test_lamb_scales_each_step_by_the_trust_ratio():
+    weight = tf.Variable([[3.0, 4.0]])  # norm 5
+    bias = tf.Variable([1.0, -1.0])
+    weight.path, bias.path = "w/kernel", "w/bias"  # what Keras variables carry
+    optimizer = optimization.Lamb(learning_rate=0.1)
+    optimizer.build([weight, bias])
+    gradient = np.array([[0.3, -0.1]], np.float32)
+    optimizer.apply_gradients([(tf.constant(gradient), weight),
+                               (tf.constant([0.2, 0.2]), bias)])
+    # Bias-corrected first step: m̂ = g, v̂ = g², so the Adam update is sign(g) (ε aside).
+    update = gradient / (np.abs(gradient) + 1e-6) + 0.01 * np.array([[3.0, 4.0]])
+    ratio = 5.0 / np.linalg.norm(update)
+    np.testing.assert_allclose(weight.numpy(), [[3.0, 4.0]] - 0.1 * ratio * update, rtol=1e-5)
+    # Excluded from decay: no decay and no trust ratio, a plain bias-corrected Adam step.
+    np.testing.assert_allclose(bias.numpy(), [1.0 - 0.1, -1.0 - 0.1], rtol=1e-5)

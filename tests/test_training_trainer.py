@@ -1,0 +1,48 @@
+"""The pre-training step's float16 loss scaling, on the CPU with a tiny model."""
+import numpy as np
+import tensorflow as tf
+
+from modeling.training import distribution
+from modeling.tasks import pretraining
+from modeling.training import trainer
+
+
+def _batch(config, size=4, seq=7, predictions=3):
+    rng = np.random.default_rng(0)
+    return {
+        "input_ids": rng.integers(1, config.vocab_size, (size, seq)).astype("int32"),
+        "input_mask": np.ones((size, seq), "int32"),
+        "token_type_ids": np.zeros((size, seq), "int32"),
+        "masked_lm_positions": rng.integers(1, seq, (size, predictions)).astype("int32"),
+        "masked_lm_ids": rng.integers(0, config.vocab_size, (size, predictions)).astype("int32"),
+        "masked_lm_weights": np.ones((size, predictions), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, (size, 1)).astype("int32"),
+    }
+
+
+def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
+    trainer.set_precision("mixed_float16")
+    try:
+        pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
+                                         1e-3, 100, 0)
+    finally:
+        trainer.set_precision("float32")
+    assert pretrainer.model.compute_dtype == "float16" and pretrainer.loss_scale is not None
+    dataset = tf.data.Dataset.from_tensors(_batch(tiny_config)).repeat()
+    iterator = iter(pretrainer.strategy.experimental_distribute_dataset(dataset))
+    before = [v.numpy() for v in pretrainer.model.trainable_variables]
+
+    pretrainer.loss_scale.scale.assign(2.0 ** 127)  # loss × scale overflows float32
+    pretrainer._train_loop(iterator, tf.constant(1))
+    assert pretrainer.global_step == 0
+    assert float(pretrainer.loss_scale.scale) == 2.0 ** 126
+    for old, variable in zip(before, pretrainer.model.trainable_variables):
+        np.testing.assert_array_equal(variable.numpy(), old, err_msg=variable.path)
+    assert not np.any(pretrainer.optimizer.adam_m[0].numpy())
+
+    pretrainer.loss_scale.scale.assign(2.0 ** 10)
+    losses = [float(pretrainer._train_loop(iterator, tf.constant(1))["loss"])
+              for _ in range(20)]
+    assert pretrainer.global_step == 20
+    assert int(pretrainer.loss_scale.good_steps) == 20
+    assert losses[-1] < losses[0] - 0.5, losses
