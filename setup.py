@@ -9,7 +9,7 @@ setuptools.setup(
     # The scripts, runnable as `python -m run_pretraining ...` after `pip install .`.
     py_modules=["extract_features", "convert_checkpoint", "create_pretraining_data",
                 "build_vocab", "run_pretraining", "run_classifier", "run_squad", "run_ner",
-                "run_multiple_choice", "training_flags"],
+                "run_multiple_choice", "shared_flags"],
     python_requires=">=3.10",
     install_requires=[
         "tensorflow>=2.21,<2.22",

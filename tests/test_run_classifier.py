@@ -222,7 +222,7 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
         run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
             data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"),
-            no_dropout_modules=["modeling.tasks.classifier"])
+            no_dropout_modules=["modeling.models.classifier"])
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
     np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
                                read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)

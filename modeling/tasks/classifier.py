@@ -4,11 +4,14 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from modeling import export
 from modeling.checkpoints import name_based
+from modeling.data import classifier as classifier_data
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
-from modeling.training import input_pipeline
+from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import Trainer
 
 
@@ -109,3 +112,95 @@ def write_test_results(values, path):
         for row in values:
             writer.write("\t".join(str(value) for value in row) + "\n")
     tf.io.gfile.rename(temp, path, overwrite=True)
+
+
+class ClassifierTask(fine_tuning.Task):
+    """run_classifier.py: a GLUE task or XNLI from `data_dir`; MNLI is evaluated and predicted
+    on its matched and mismatched halves, whose results carry a `_mismatched` suffix."""
+
+    def __init__(self, data_dir, task_name):
+        self.data_dir, self.task_name = data_dir, task_name
+        self.processor = classifier_data.get_processor(task_name)
+        self.labels = self.processor.get_labels()
+
+    def _splits(self):
+        """(suffix, processor) of each evaluated set."""
+        processor = self.processor
+        if isinstance(processor, classifier_data.MnliProcessor) and not isinstance(
+                processor, classifier_data.MnliMismatchedProcessor):
+            return [("", processor), ("_mismatched", classifier_data.MnliMismatchedProcessor())]
+        return [("", processor)]
+
+    def read(self, options, tokenizer):
+        self.train = (self.processor.get_train_examples(self.data_dir)
+                      if options.do_train else [])
+        self.dev = {suffix: processor.get_dev_examples(self.data_dir)
+                    for suffix, processor in self._splits()} if options.do_eval else {}
+        self.test = {suffix: processor.get_test_examples(self.data_dir)
+                     for suffix, processor in self._splits()} if options.do_predict else {}
+        return len(self.train)
+
+    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
+        return ClassifierTrainer(strategy, config, max(len(self.labels), 1),
+                                 self.processor.is_regression, options.learning_rate,
+                                 num_train_steps, num_warmup_steps,
+                                 **options.trainer_options())
+
+    def _records(self, context, examples, name, batch_size):
+        """Writes the examples' records, padded with fake examples to whole batches on TPUs
+        (which need fixed shapes), as the original; returns the path."""
+        if context.on_tpu:
+            examples = examples + [classifier_data.PaddingInputExample()] * (
+                -len(examples) % batch_size)
+        path = context.record_path(name)
+        classifier_data.write_features(examples, self.labels, context.options.max_seq_length,
+                                       context.tokenizer, path)
+        return path
+
+    def _dataset(self, context, path, batch_size):
+        return classifier_dataset(path, batch_size, context.options.max_seq_length,
+                                  self.processor.is_regression, is_training=False,
+                                  drop_remainder=context.on_tpu)
+
+    def write_train_records(self, context, path):
+        options = context.options
+        classifier_data.write_features(self.train, self.labels, options.max_seq_length,
+                                       context.tokenizer, path)
+        logging.info("Training on %d examples, batch %d", len(self.train),
+                     options.train_batch_size)
+
+    def train_dataset(self, context, path, skip_batches):
+        options = context.options
+        return classifier_dataset(path, options.train_batch_size, options.max_seq_length,
+                                  self.processor.is_regression, is_training=True,
+                                  seed=options.seed, skip_batches=skip_batches)
+
+    def evaluate(self, context):
+        batch_size = context.options.eval_batch_size
+        results = {}
+        for suffix, examples in self.dev.items():
+            path = self._records(context, examples, f"eval{suffix}", batch_size)
+            split_results = evaluate(context.trainer, self._dataset(context, path, batch_size),
+                                     batch_size, self.task_name)
+            logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
+                         split_results)
+            results.update({key if key == "global_step" else key + suffix: value
+                            for key, value in split_results.items()})
+        context.write_eval_results(results)
+
+    def predict(self, context):
+        batch_size = context.options.predict_batch_size
+        for suffix, examples in self.test.items():
+            path = self._records(context, examples, f"predict{suffix}", batch_size)
+            values = predict(context.trainer, self._dataset(context, path, batch_size))
+            if len(values) != len(examples):
+                raise RuntimeError(f"{len(values)} predictions for {len(examples)} examples")
+            if context.chief:
+                write_test_results(values, os.path.join(context.options.output_dir,
+                                                        f"test_results{suffix}.tsv"))
+
+    def export_module(self, context):
+        options = context.options
+        return export.ClassifierExport(context.trainer.model, options.vocab_file,
+                                       options.do_lower_case, options.max_seq_length,
+                                       self.labels, self.processor.is_pair)

@@ -2,8 +2,19 @@
 `extract_features.py` computes and writes them."""
 import collections
 import json
+import time
 
 import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import files
+from modeling.checkpoints import name_based
+from modeling.data import text
+from modeling.encoder.bert_model import BertModel
+from modeling.encoder.config import BertConfig
+from modeling.text import tokenization
+from modeling.training.options import check_max_seq_length, require_positive
 
 
 def layer_outputs(model, features, layer_indexes, batch_size):
@@ -18,7 +29,6 @@ def layer_outputs(model, features, layer_indexes, batch_size):
     Yields:
       (feature, {layer_index: float32 numpy [T, H]}) in input order.
     """
-    import tensorflow as tf
     num_layers = model.config.num_hidden_layers
     for index in layer_indexes:
         if not -num_layers <= index < num_layers:
@@ -87,3 +97,39 @@ def read_token_vectors(json_line, layer_indexes=(-1, -2, -3, -4)):
         tokens.append(feature["token"])
         rows.append(np.concatenate([by_index[index] for index in layer_indexes]))
     return tokens, np.asarray(rows, np.float32)
+
+
+def parse_layers(text):
+    """--layers: comma-separated ints, "-1,-2,-3,-4" -> [-1, -2, -3, -4]."""
+    try:
+        return [int(index) for index in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--layers={text} is not a comma-separated list of layer indexes "
+                         f"such as -1,-2,-3,-4") from None
+
+
+def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
+        layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128, batch_size=32):
+    """The original `extract_features.py`: one JSON line per input line to `output_file`,
+    written atomically, with the hidden states of `layers` for every token."""
+    layer_indexes = parse_layers(layers)
+    require_positive("batch_size", batch_size)
+    config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(max_seq_length, config, bert_config_file)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    if len(tokenizer.vocab) != config.vocab_size:
+        raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but "
+                         f"{bert_config_file} says vocab_size={config.vocab_size}")
+    examples = text.read_examples(input_file)
+    features = text.convert_examples_to_features(examples, max_seq_length, tokenizer)
+    model = BertModel(config)
+    # The pooler is not among the features; Hugging Face's masked-LM models have none.
+    name_based.load_original(model, init_checkpoint, optional=name_based.POOLER)
+    start = time.time()
+    with files.atomic_write(output_file) as writer:
+        for done, (feature, outputs) in enumerate(layer_outputs(
+                model, features, layer_indexes, batch_size), start=1):
+            writer.write(to_json_line(feature, outputs))
+            if done % 1000 == 0 or done == len(features):
+                logging.info("%d/%d examples, %.1f/s", done, len(features),
+                             done / (time.time() - start))

@@ -1,11 +1,16 @@
 """Fine-tuning a `BertMultipleChoice` (SWAG) on any `tf.distribute` strategy."""
+import os
+
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from modeling import export
 from modeling.checkpoints import name_based
+from modeling.data import multiple_choice as multiple_choice_data
 from modeling.data.multiple_choice import NUM_CHOICES
 from modeling.models.multiple_choice import BertMultipleChoice
-from modeling.training import input_pipeline
+from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import Trainer
 
 
@@ -64,3 +69,71 @@ def evaluate(trainer, dataset):
     loss = float(outputs["per_example_loss"][real].mean()) if real.any() else 0.0
     return {"eval_accuracy": accuracy, "eval_loss": loss,
             "global_step": trainer.global_step}, probabilities
+
+
+class MultipleChoiceTask(fine_tuning.Task):
+    """run_multiple_choice.py: SWAG's train.csv, val.csv and test.csv in `data_dir`; --do_eval
+    writes eval_results.txt, --do_predict test_results.tsv (the probabilities of the choices)."""
+
+    def __init__(self, data_dir):
+        self.data_dir = data_dir
+
+    def _read(self, split, has_labels):
+        path = os.path.join(self.data_dir, f"{split}.csv")
+        if not tf.io.gfile.exists(path):
+            raise ValueError(f"{path} does not exist: --data_dir must hold SWAG's {split}.csv")
+        return multiple_choice_data.read_swag(path, has_labels)
+
+    def read(self, options, tokenizer):
+        self.train = self._read("train", has_labels=True) if options.do_train else []
+        self.dev = self._read("val", has_labels=True) if options.do_eval else []
+        self.test = self._read("test", has_labels=False) if options.do_predict else []
+        return len(self.train)
+
+    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
+        return MultipleChoiceTrainer(strategy, config, options.learning_rate, num_train_steps,
+                                     num_warmup_steps, **options.trainer_options())
+
+    def _records(self, context, examples, name, batch_size):
+        """Writes the examples' records, padded to whole batches on TPUs, as the classifier."""
+        if context.on_tpu:
+            examples = examples + [multiple_choice_data.PaddingInputExample()] * (
+                -len(examples) % batch_size)
+        path = context.record_path(name)
+        multiple_choice_data.write_features(examples, context.options.max_seq_length,
+                                            context.tokenizer, path)
+        return path
+
+    def write_train_records(self, context, path):
+        multiple_choice_data.write_features(self.train, context.options.max_seq_length,
+                                            context.tokenizer, path)
+        logging.info("Training on %d examples, batch %d", len(self.train),
+                     context.options.train_batch_size)
+
+    def train_dataset(self, context, path, skip_batches):
+        options = context.options
+        return swag_dataset(path, options.train_batch_size, options.max_seq_length,
+                            is_training=True, seed=options.seed, skip_batches=skip_batches)
+
+    def _evaluate(self, context, examples, name, batch_size):
+        path = self._records(context, examples, name, batch_size)
+        return evaluate(context.trainer, swag_dataset(
+            path, batch_size, context.options.max_seq_length, False,
+            drop_remainder=context.on_tpu))
+
+    def evaluate(self, context):
+        results, _ = self._evaluate(context, self.dev, "eval", context.options.eval_batch_size)
+        logging.info("Eval results: %s", results)
+        context.write_eval_results(results)
+
+    def predict(self, context):
+        _, probabilities = self._evaluate(context, self.test, "predict",
+                                          context.options.predict_batch_size)
+        if context.chief:
+            multiple_choice_data.write_predictions(self.test, probabilities, os.path.join(
+                context.options.output_dir, "test_results.tsv"))
+
+    def export_module(self, context):
+        options = context.options
+        return export.MultipleChoiceExport(context.trainer.model, options.vocab_file,
+                                           options.do_lower_case, options.max_seq_length)

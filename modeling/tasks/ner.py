@@ -1,10 +1,16 @@
 """Fine-tuning a `BertTokenClassifier` (NER) on any `tf.distribute` strategy: the loss over
 the global batch's labelled sub-tokens, the input pipeline, and per-token predictions."""
-import tensorflow as tf
+import os
 
+import tensorflow as tf
+from absl import logging
+
+from modeling import export
 from modeling.checkpoints import name_based
+from modeling.data import ner as ner_data
+from modeling.evaluation import conlleval
 from modeling.models.ner import BertTokenClassifier
-from modeling.training import input_pipeline
+from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import SUM, Trainer
 
 
@@ -61,3 +67,94 @@ def predict_windows(trainer, dataset):
     outputs = trainer.predict(dataset, ["predictions", "per_token_loss", "label_weights"])
     return (outputs["predictions"], float(outputs["per_token_loss"].sum()),
             float(outputs["label_weights"].sum()))
+
+
+class NerTask(fine_tuning.Task):
+    """run_ner.py: CoNLL-2003-style files in `data_dir`. The tags come from the training file
+    (read as IOB2 inside), also when only evaluating or exporting; outputs are written in the
+    files' own scheme. --do_eval writes conlleval's entity-level scores to eval_results.txt and
+    eval_predictions.txt; --do_predict writes test_predictions.txt."""
+    CASE_MISMATCH_WARNS = True  # the paper's cased model is the usual mismatch
+    TRAIN_UNITS = "training windows"
+
+    def __init__(self, data_dir, tag_scheme="auto"):
+        self.data_dir, self.tag_scheme = data_dir, tag_scheme
+
+    def read(self, options, tokenizer):
+        train = ner_data.read_split(self.data_dir, "train")
+        self.scheme = ner_data.resolve_scheme(self.tag_scheme, train)
+        self.train = ner_data.normalize_tags(train, self.scheme)
+        self.labels = ner_data.get_labels(self.train)
+        logging.info("Tags (%s in the files, IOB2 inside): %s", self.scheme,
+                     " ".join(self.labels))
+        # Converting checks every tag against the training file's, before any training.
+        self.dev = self._read_split("dev", tokenizer, options) if options.do_eval else None
+        self.test = self._read_split("test", tokenizer, options) if options.do_predict else None
+        self.train_features = ner_data.convert_sentences(
+            self.train, self.labels, options.max_seq_length, tokenizer) \
+            if options.do_train else []
+        return len(self.train_features)
+
+    def _read_split(self, split, tokenizer, options):
+        sentences = ner_data.normalize_tags(ner_data.read_split(self.data_dir, split),
+                                            self.scheme)
+        return sentences, ner_data.convert_sentences(sentences, self.labels,
+                                                     options.max_seq_length, tokenizer)
+
+    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
+        return TokenClassifierTrainer(strategy, config, len(self.labels),
+                                      options.learning_rate, num_train_steps, num_warmup_steps,
+                                      **options.trainer_options())
+
+    def write_train_records(self, context, path):
+        ner_data.write_features(self.train_features, path)
+        logging.info("Training on %d sentences (%d windows), batch %d", len(self.train),
+                     len(self.train_features), context.options.train_batch_size)
+
+    def train_dataset(self, context, path, skip_batches):
+        options = context.options
+        return ner_dataset(path, options.train_batch_size, options.max_seq_length,
+                           is_training=True, seed=options.seed, skip_batches=skip_batches)
+
+    def _tag(self, context, sentences, features, name, batch_size):
+        """Tags the sentences; returns (predicted tags per sentence, mean loss per word)."""
+        path = context.record_path(name)
+        ner_data.write_features(features, path)
+        predicted, loss, weight = predict_windows(context.trainer, ner_dataset(
+            path, batch_size, context.options.max_seq_length, is_training=False))
+        tags = ner_data.assemble_predictions(sentences, features, predicted, self.labels)
+        return tags, loss / max(weight, 1.0)
+
+    def _in_file_scheme(self, tags):
+        return [ner_data.to_iob1(t) for t in tags] if self.scheme == "iob1" else tags
+
+    def evaluate(self, context):
+        sentences, features = self.dev
+        predicted, loss = self._tag(context, sentences, features, "eval",
+                                    context.options.eval_batch_size)
+        evaluation = conlleval.evaluate([s.tags for s in sentences], predicted)
+        results = {"eval_precision": evaluation.overall.precision,
+                   "eval_recall": evaluation.overall.recall, "eval_f1": evaluation.overall.f1,
+                   "eval_accuracy": evaluation.accuracy, "eval_loss": loss,
+                   "global_step": context.trainer.global_step}
+        for entity, scores in evaluation.per_type.items():
+            results.update({f"eval_{name}_{entity}": getattr(scores, name)
+                            for name in ("precision", "recall", "f1")})
+        logging.info("Eval results: %s\n%s", results, conlleval.report(evaluation))
+        context.write_eval_results(results)
+        if context.chief:
+            ner_data.write_predictions(sentences, self._in_file_scheme(predicted), os.path.join(
+                context.options.output_dir, "eval_predictions.txt"))
+
+    def predict(self, context):
+        sentences, features = self.test
+        predicted, _ = self._tag(context, sentences, features, "predict",
+                                 context.options.predict_batch_size)
+        if context.chief:
+            ner_data.write_predictions(sentences, self._in_file_scheme(predicted), os.path.join(
+                context.options.output_dir, "test_predictions.txt"))
+
+    def export_module(self, context):
+        options = context.options
+        return export.TaggerExport(context.trainer.model, options.vocab_file,
+                                   options.do_lower_case, options.max_seq_length, self.labels)

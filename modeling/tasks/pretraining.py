@@ -1,10 +1,19 @@
-"""Pre-training: the masked-LM and next-sentence losses and metrics on the shared `Trainer`."""
-import tensorflow as tf
+"""Pre-training as the original `run_pretraining.py`: reading and checking its records, the
+masked-LM and next-sentence losses and metrics on the shared `Trainer`, and the run."""
+import dataclasses
+import os
 
+import tensorflow as tf
+from absl import logging
+
+from modeling import files
 from modeling.checkpoints import name_based
 from modeling.data import pretraining_pipeline
+from modeling.encoder.config import BertConfig
 from modeling.heads import MASKED_LM_LOSS_EPSILON
 from modeling.models.pretraining import BertPretrainer
+from modeling.training import distribution, fine_tuning
+from modeling.training.options import TrainingOptions, check_max_seq_length
 from modeling.training.trainer import SUM, Trainer, shard_by_data
 
 
@@ -176,3 +185,72 @@ def pretraining_dataset(paths, batch_size, max_seq_length, max_predictions_per_s
         return inputs
 
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainingOptions(TrainingOptions):
+    """run_pretraining.py's options, by the original's flag names."""
+    bert_config_file: str
+    input_file: str
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    max_eval_steps: int = 100
+
+    POSITIVE = TrainingOptions.POSITIVE + ("num_train_steps", "max_eval_steps",
+                                           "max_predictions_per_seq")
+
+    def check(self):
+        super().check()
+        if not self.do_train and not self.do_eval:
+            raise ValueError("At least one of --do_train or --do_eval must be True.")
+        if self.num_warmup_steps < 0:
+            raise ValueError(f"--num_warmup_steps must not be negative, got "
+                             f"{self.num_warmup_steps}")
+
+
+def run(options):
+    """Pre-trains and/or evaluates as `options` ask, as the original `run_pretraining.py`:
+    checkpoints, summaries and eval_results.txt in output_dir; after training, the
+    original-format checkpoint and its config in output_dir/export/."""
+    options.check()
+    config = BertConfig.from_json_file(options.bert_config_file)
+    check_max_seq_length(options.max_seq_length, config, options.bert_config_file)
+    strategy = options.strategy()  # first of all TensorFlow work
+    paths = expand_files(options.input_file)
+    check_records(paths, options.max_seq_length, options.max_predictions_per_seq,
+                  config.vocab_size)
+    options.check_train_batch(strategy)
+    tf.io.gfile.makedirs(options.output_dir)
+    pretrainer = Pretrainer(strategy, config, options.learning_rate, options.num_train_steps,
+                            options.num_warmup_steps, **options.trainer_options())
+    if options.init_checkpoint:
+        pretrainer.init_from(options.init_checkpoint)
+    chief = distribution.is_chief(strategy)
+
+    if options.do_train:
+        def dataset_fn(skip_batches):
+            return pretraining_dataset(
+                paths, options.train_batch_size, options.max_seq_length,
+                options.max_predictions_per_seq, is_training=True, seed=options.seed,
+                skip_batches=skip_batches)
+        pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
+                         options.iterations_per_loop, options.save_checkpoints_steps,
+                         options.keep_checkpoint_max)
+        fine_tuning.keep_original(pretrainer, options.output_dir, chief)
+        if chief:
+            tf.io.gfile.copy(options.bert_config_file, os.path.join(
+                options.output_dir, "export", "bert_config.json"), overwrite=True)
+
+    if options.do_eval:
+        if not options.do_train:  # evaluate what the output directory holds
+            pretrainer.restore_latest(options.output_dir)
+        dataset = pretraining_dataset(
+            paths, options.eval_batch_size, options.max_seq_length,
+            options.max_predictions_per_seq, is_training=False)
+        results = pretrainer.evaluate(dataset, options.max_eval_steps)
+        logging.info("Eval results: %s", results)
+        if chief:
+            files.write_eval_results(results, os.path.join(options.output_dir,
+                                                           "eval_results.txt"))

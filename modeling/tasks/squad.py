@@ -1,10 +1,20 @@
 """Fine-tuning and predicting a `BertSpanModel` as the original `run_squad.py`, on any
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
-import tensorflow as tf
+import json
+import os
+import random
 
+import tensorflow as tf
+from absl import logging
+
+from modeling import export, files
 from modeling.checkpoints import name_based
+from modeling.data import squad as squad_data
+from modeling.evaluation import squad as squad_evaluation
+from modeling.evaluation import squad_answers
 from modeling.models.squad import BertSpanModel
-from modeling.training import input_pipeline
+from modeling.training import fine_tuning, input_pipeline
+from modeling.training.options import require_positive
 from modeling.training.trainer import Trainer
 
 
@@ -52,3 +62,115 @@ def predict_logits(trainer, dataset):
     """(unique_ids [N] int64, start_logits [N, T], end_logits [N, T]) in input order."""
     outputs = trainer.predict(dataset, ["unique_ids", "start_logits", "end_logits"])
     return outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"]
+
+
+class SquadTask(fine_tuning.Task):
+    """run_squad.py: SQuAD v1.1 or v2.0 json files; --do_predict writes the original's
+    predictions.json, nbest_predictions.json (null_odds.json for v2.0) and, when the predict
+    file has answers, eval_results.json with the official metric."""
+    ACTIONS = ("do_train", "do_predict", "export_dir")
+    TRAIN_SHUFFLE_SEED = 12345  # the original shuffles the training examples with this seed
+
+    def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64,
+                 n_best_size=20, max_answer_length=30, version_2_with_negative=False,
+                 null_score_diff_threshold=0.0, verbose_logging=False):
+        self.train_file, self.predict_file = train_file, predict_file
+        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.version_2_with_negative = version_2_with_negative
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.verbose_logging = verbose_logging
+
+    def check(self, options, config):
+        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+            require_positive(name, getattr(self, name))
+        if options.do_train and not self.train_file:
+            raise ValueError("--do_train needs --train_file")
+        if options.do_predict and not self.predict_file:
+            raise ValueError("--do_predict needs --predict_file")
+        if options.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"--max_seq_length={options.max_seq_length} leaves no room for the "
+                             f"document after a question of --max_query_length="
+                             f"{self.max_query_length} tokens, [CLS] and two [SEP]")
+
+    def read(self, options, tokenizer):
+        self.train, self.test = [], []
+        if options.do_train:
+            self.train = squad_data.read_squad_examples(
+                self.train_file, is_training=True,
+                version_2_with_negative=self.version_2_with_negative)
+            random.Random(self.TRAIN_SHUFFLE_SEED).shuffle(self.train)
+        if options.do_predict:
+            self.test = squad_data.read_squad_examples(
+                self.predict_file, is_training=False,
+                version_2_with_negative=self.version_2_with_negative)
+            with tf.io.gfile.GFile(self.predict_file) as reader:
+                dataset = json.load(reader)
+            self.answered = any(qa.get("answers") for article in dataset["data"]
+                                for paragraph in article["paragraphs"] for qa in paragraph["qas"])
+        return len(self.train)
+
+    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
+        return SquadTrainer(strategy, config, options.learning_rate, num_train_steps,
+                            num_warmup_steps, **options.trainer_options())
+
+    def _write_features(self, context, examples, path, is_training):
+        """Writes the examples' features to `path`; returns them (kept for post-processing)."""
+        writer = squad_data.FeatureWriter(path, is_training)
+        features = []
+
+        def keep(feature):
+            features.append(feature)
+            writer.process_feature(feature)
+        squad_data.convert_examples_to_features(
+            examples, context.tokenizer, context.options.max_seq_length, self.doc_stride,
+            self.max_query_length, is_training, keep)
+        writer.close()
+        return features
+
+    def write_train_records(self, context, path):
+        features = self._write_features(context, self.train, path, is_training=True)
+        logging.info("Training on %d examples (%d features), batch %d", len(self.train),
+                     len(features), context.options.train_batch_size)
+
+    def train_dataset(self, context, path, skip_batches):
+        options = context.options
+        return squad_dataset(path, options.train_batch_size, options.max_seq_length,
+                             is_training=True, seed=options.seed, skip_batches=skip_batches)
+
+    def predict(self, context):
+        options = context.options
+        path = context.record_path("eval")
+        features = self._write_features(context, self.test, path, is_training=False)
+        logging.info("Predicting %d examples (%d features), batch %d", len(self.test),
+                     len(features), options.predict_batch_size)
+        unique_ids, starts, ends = predict_logits(context.trainer, squad_dataset(
+            path, options.predict_batch_size, options.max_seq_length, is_training=False))
+        results = [squad_answers.RawResult(int(unique_id), start.tolist(), end.tolist())
+                   for unique_id, start, end in zip(unique_ids, starts, ends)]
+        directory = context.results_dir
+        null_odds_file = os.path.join(directory, "null_odds.json")
+        squad_answers.write_predictions(
+            self.test, features, results, self.n_best_size, self.max_answer_length,
+            options.do_lower_case, os.path.join(directory, "predictions.json"),
+            os.path.join(directory, "nbest_predictions.json"), null_odds_file,
+            self.version_2_with_negative, self.null_score_diff_threshold, self.verbose_logging)
+        if context.chief and self.answered:
+            self._score(directory, null_odds_file)
+
+    def _score(self, directory, null_odds_file):
+        """The official metric, as its script run on these files (its version picks v1.1 or
+        v2.0), to eval_results.json."""
+        results = squad_evaluation.evaluate_file(
+            self.predict_file, os.path.join(directory, "predictions.json"),
+            null_odds_file if self.version_2_with_negative else None)
+        logging.info("Official SQuAD metric: %s", results)
+        with files.atomic_write(os.path.join(directory, "eval_results.json")) as writer:
+            writer.write(json.dumps(results, indent=2) + "\n")
+
+    def export_module(self, context):
+        options = context.options
+        return export.SquadExport(
+            context.trainer.model, options.vocab_file, options.do_lower_case,
+            options.max_seq_length, self.max_query_length, self.max_answer_length,
+            self.version_2_with_negative, self.null_score_diff_threshold)

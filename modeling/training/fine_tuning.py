@@ -1,0 +1,216 @@
+"""The fine-tuning run every task script makes, as the original's scripts lay it out: check the
+options and read every input up front, pick the strategy, build the task's trainer from a
+checkpoint, train (resuming from output_dir) or restore the latest fine-tuned checkpoint, then
+evaluate, predict and export, each as asked.
+
+A task (modeling/tasks/) says what is particular to it by subclassing `Task`; `run` does the rest.
+"""
+import dataclasses
+import os
+import tempfile
+
+from absl import logging
+
+from modeling import export, files
+from modeling.encoder.config import BertConfig
+from modeling.text import tokenization
+from modeling.training import distribution
+from modeling.training.options import TrainingOptions, check_max_seq_length
+
+
+@dataclasses.dataclass(kw_only=True)
+class FineTuningOptions(TrainingOptions):
+    """The options the fine-tuning scripts share, by the original's flag names."""
+    bert_config_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_predict: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    export_dir: str = None
+
+    POSITIVE = TrainingOptions.POSITIVE + ("predict_batch_size",)
+
+    def check(self):
+        super().check()
+        if self.do_train and not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion <= 1:
+            raise ValueError(f"--warmup_proportion must be between 0 and 1, got "
+                             f"{self.warmup_proportion}")
+
+
+class Task:
+    """What a fine-tuning task adds to `run`. Subclasses set the class attributes and define
+    `read`, `build_trainer`, `write_train_records` and `train_dataset`, and those of
+    `evaluate`, `predict` and `export_module` their actions need.
+
+    ACTIONS: the actions the task's script offers (options that are true to act).
+    CASE_MISMATCH_WARNS: a --do_lower_case that disagrees with the checkpoint's name is a
+      warning, not an error (NER: the paper's model is cased).
+    TRAIN_UNITS: what the training examples are called in messages.
+    """
+    ACTIONS = ("do_train", "do_eval", "do_predict", "export_dir")
+    CASE_MISMATCH_WARNS = False
+    TRAIN_UNITS = "training examples"
+    LEAST_SEQ_LENGTH = 3  # [CLS], a token, [SEP]
+
+    def check(self, options, config):
+        """The task's own option checks, before anything is read; ValueError if one fails."""
+
+    def read(self, options, tokenizer):
+        """Reads and checks every input the options' actions will need, before any work.
+
+        Returns:
+          The number of training examples (0 unless training), which sets the step count.
+        """
+        raise NotImplementedError
+
+    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
+        raise NotImplementedError
+
+    def write_train_records(self, context, path):
+        """Writes the training records to `path`; logs what it wrote."""
+        raise NotImplementedError
+
+    def train_dataset(self, context, path, skip_batches):
+        """The deterministic training dataset of `path`, after `skip_batches` batches."""
+        raise NotImplementedError
+
+    def evaluate(self, context):
+        raise NotImplementedError
+
+    def predict(self, context):
+        raise NotImplementedError
+
+    def export_module(self, context):
+        """The `export.ServingModule` for --export_dir."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class Context:
+    """What a task's steps work with. Every worker writes and reads its own copy of the
+    records, in `record_dir` (output_dir on the chief, a temporary directory elsewhere); only
+    the chief keeps results, in `results_dir`."""
+    options: FineTuningOptions
+    config: BertConfig
+    tokenizer: tokenization.FullTokenizer
+    strategy: object
+    chief: bool
+    record_dir: str
+    trainer: object = None
+
+    @property
+    def on_tpu(self):
+        """TPUs need fixed shapes: evaluation sets are padded to whole batches."""
+        import tensorflow as tf
+        return isinstance(self.strategy, tf.distribute.TPUStrategy)
+
+    @property
+    def results_dir(self):
+        return self.options.output_dir if self.chief else self.record_dir
+
+    def record_path(self, name):
+        return os.path.join(self.record_dir, f"{name}.tf_record")
+
+    def write_eval_results(self, results, name="eval_results.txt"):
+        """The original's `key = value` file in output_dir (chief only)."""
+        if self.chief:
+            files.write_eval_results(results, os.path.join(self.options.output_dir, name))
+
+
+def check(task, options, config, tokenizer):
+    """Every check of the options against each other, the config and the vocabulary."""
+    options.check()
+    if not any(getattr(options, name) for name in task.ACTIONS):
+        raise ValueError("At least one of " + ", ".join(f"--{name}" for name in task.ACTIONS)
+                         + " must be set.")
+    check_max_seq_length(options.max_seq_length, config, options.bert_config_file,
+                         task.LEAST_SEQ_LENGTH)
+    if len(tokenizer.vocab) != config.vocab_size:
+        raise ValueError(f"{options.vocab_file} has {len(tokenizer.vocab)} tokens but "
+                         f"{options.bert_config_file} says vocab_size={config.vocab_size}")
+    if options.init_checkpoint:
+        try:
+            tokenization.validate_case_matches_checkpoint(options.do_lower_case,
+                                                          options.init_checkpoint)
+        except ValueError as error:
+            if not task.CASE_MISMATCH_WARNS:
+                raise
+            logging.warning("%s", error)
+    task.check(options, config)
+
+
+def run(task, options):
+    """Fine-tunes, evaluates, predicts and exports `task` as `options` ask.
+
+    Raises:
+      ValueError: an option, a file or the data is wrong; the message names it. Raised
+        before training starts wherever it can be known then.
+    """
+    config = BertConfig.from_json_file(options.bert_config_file)
+    tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
+    check(task, options, config, tokenizer)
+    num_examples = task.read(options, tokenizer)
+    num_train_steps = int(num_examples / options.train_batch_size * options.num_train_epochs)
+    if options.do_train and num_train_steps < 1:
+        raise ValueError(f"{num_examples} {task.TRAIN_UNITS} x --num_train_epochs="
+                         f"{options.num_train_epochs} make no whole batch of "
+                         f"--train_batch_size={options.train_batch_size}")
+
+    strategy = options.strategy()
+    if options.do_train:
+        options.check_train_batch(strategy)
+    chief = distribution.is_chief(strategy)
+    import tensorflow as tf
+    tf.io.gfile.makedirs(options.output_dir)
+    record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")
+    context = Context(options, config, tokenizer, strategy, chief, record_dir)
+    context.trainer = trainer = task.build_trainer(
+        strategy, config, options, max(num_train_steps, 1),
+        int(num_train_steps * options.warmup_proportion))
+    head_missing = list(trainer.OPTIONAL_VARIABLES)
+    if options.init_checkpoint:
+        head_missing = trainer.init_from(options.init_checkpoint)
+
+    if options.do_train:
+        path = context.record_path("train")
+        task.write_train_records(context, path)
+        trainer.train(lambda skip_batches: task.train_dataset(context, path, skip_batches),
+                      options.output_dir, num_train_steps, options.iterations_per_loop,
+                      options.save_checkpoints_steps, options.keep_checkpoint_max)
+        keep_original(trainer, options.output_dir, chief)
+        head_missing = []
+    elif trainer.restore_latest(options.output_dir):
+        head_missing = []
+
+    if options.do_eval:
+        task.evaluate(context)
+    if options.do_predict:
+        task.predict(context)
+    if options.export_dir:
+        save_export(task.export_module(context), head_missing, options, chief)
+
+
+def keep_original(trainer, output_dir, chief):
+    """Writes the model in the original name-based format with its Adam slots to
+    output_dir/export/bert_model.ckpt, for the original tools and the other scripts."""
+    # Every worker writes (collectives); only the chief's copy is kept.
+    path = os.path.join(output_dir if chief else tempfile.mkdtemp(), "export", "bert_model.ckpt")
+    trainer.export_original(path)
+    logging.info("Original-format checkpoint: %s", path)
+
+
+def save_export(module, head_missing, options, chief):
+    """Writes the SavedModel to export_dir/<version>/, refusing a model whose task head
+    never came from a checkpoint or from training (it would serve random outputs)."""
+    if head_missing:
+        raise ValueError(f"Nothing to export: --init_checkpoint={options.init_checkpoint} has "
+                         f"no task head ({', '.join(head_missing)}) and --output_dir holds no "
+                         f"fine-tuned checkpoint; fine-tune with --do_train first")
+    directory = export.save_versioned(
+        module, options.export_dir if chief else tempfile.mkdtemp(prefix="export_"))
+    logging.info("SavedModel for TF Serving: %s", directory)

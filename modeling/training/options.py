@@ -1,0 +1,99 @@
+"""What every training run takes, under the original's flag names, and the checks on it.
+
+The scripts fill these from their flags; a library user fills them by hand. A check that fails
+raises a one-line ValueError naming the flag and the value, before any work starts.
+"""
+import dataclasses
+
+from modeling.training import distribution
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainingOptions:
+    """The options pre-training and fine-tuning share."""
+    output_dir: str
+    init_checkpoint: str = None
+    do_train: bool = False
+    do_eval: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    learning_rate: float = 5e-5
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    keep_checkpoint_max: int = 5
+    seed: int = 12345
+    use_xla: bool = False
+    precision: str = "float32"
+    optimizer: str = "adamw"
+    num_accumulation_steps: int = 1
+    distribution_strategy: str = "one_device"
+    use_tpu: bool = False
+    tpu_name: str = None
+    tpu_zone: str = None
+    gcp_project: str = None
+    master: str = None
+    num_tpu_cores: int = 8
+
+    POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
+                "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps")
+
+    def check(self):
+        """Raises ValueError naming the first option out of range."""
+        for name in self.POSITIVE:
+            require_positive(name, getattr(self, name))
+        if not self.learning_rate > 0:
+            raise ValueError(f"--learning_rate must be positive, got {self.learning_rate}")
+        require_choice("precision", self.precision, PRECISIONS)
+        require_choice("optimizer", self.optimizer, OPTIMIZERS)
+        require_choice("distribution_strategy", self.distribution_strategy,
+                       distribution.STRATEGIES)
+
+    def trainer_options(self):
+        """The keyword arguments of `Trainer` these options set."""
+        return {"use_xla": self.use_xla, "seed": self.seed, "optimizer": self.optimizer,
+                "num_accumulation_steps": self.num_accumulation_steps}
+
+    def strategy(self):
+        """The strategy the options name (first of all TensorFlow work: multi-worker
+        collectives are set up at start-up), with their precision set for later models."""
+        from modeling.training import trainer  # TensorFlow: not for option checks alone
+        chosen = distribution.get_strategy(
+            "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
+            self.tpu_zone, self.gcp_project, self.master)
+        if self.use_tpu and chosen.num_replicas_in_sync != self.num_tpu_cores:
+            from absl import logging
+            logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
+                            self.num_tpu_cores, chosen.num_replicas_in_sync,
+                            chosen.num_replicas_in_sync)
+        trainer.set_precision(self.precision)
+        return chosen
+
+    def check_train_batch(self, strategy, batch_size_option="train_batch_size"):
+        """Raises ValueError unless the global batch splits over replicas and micro-batches."""
+        batch_size = getattr(self, batch_size_option)
+        replicas = strategy.num_replicas_in_sync
+        if batch_size % (replicas * self.num_accumulation_steps):
+            raise ValueError(f"--{batch_size_option}={batch_size} is not divisible by "
+                             f"{replicas} replicas x --num_accumulation_steps="
+                             f"{self.num_accumulation_steps}")
+
+
+def require_positive(name, value):
+    if value is None or value <= 0:
+        raise ValueError(f"--{name} must be positive, got {value}")
+
+
+def require_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"--{name}={value} is not one of {', '.join(choices)}")
+
+
+def check_max_seq_length(max_seq_length, config, config_file, least=3):
+    """Raises ValueError unless `least` <= max_seq_length <= the config's position table."""
+    if not least <= max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} must be between {least} and "
+                         f"max_position_embeddings {config.max_position_embeddings} of "
+                         f"{config_file}")
