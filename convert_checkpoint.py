@@ -1,4 +1,4 @@
-"""Converts Google's original checkpoints to and from Keras files and Hugging Face folders.
+r"""Converts Google's original checkpoints to and from Keras files and Hugging Face folders.
 
   # Hugging Face folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt) ->
   # original checkpoint, with bert_config.json and vocab.txt beside it

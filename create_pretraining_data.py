@@ -1,4 +1,4 @@
-"""Creates masked-LM / next-sentence TFRecords, exactly as the original for the same seed.
+r"""Creates masked-LM / next-sentence TFRecords, exactly as the original for the same seed.
 
   python create_pretraining_data.py --input_file=./sample_text.txt \
     --output_file=/tmp/tf_examples.tfrecord --vocab_file=$BERT_BASE_DIR/vocab.txt \

@@ -1,4 +1,4 @@
-"""Writes BERT activations for each input line as JSON lines, as the original script does.
+r"""Writes BERT activations for each input line as JSON lines, as the original script does.
 
 Input lines are `text` or `text_a ||| text_b`. Example:
 

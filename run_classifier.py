@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on a GLUE task or XNLI, evaluates, predicts and exports, as the original.
+r"""Fine-tunes BERT on a GLUE task or XNLI, evaluates, predicts and exports, as the original.
 
   python run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \
@@ -27,7 +27,7 @@ flags.DEFINE_string("task_name", None, "The task: " + ", ".join(sorted(classifie
                     + " (case-insensitive).")
 for _name in ("data_dir", "task_name"):
     flags.mark_flag_as_required(_name)
-shared_flags.adopt()
+flags.adopt_module_key_flags(shared_flags)
 
 
 def main(_):

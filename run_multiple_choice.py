@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on SWAG-style multiple choice, as the paper (section 4.4): each
+r"""Fine-tunes BERT on SWAG-style multiple choice, as the paper (section 4.4): each
 (context, ending) pair is one "[CLS] context [SEP] ending [SEP]" sequence, a vector scores
 each pooled output, and a softmax runs over the four choices.
 
@@ -23,7 +23,7 @@ FLAGS = flags.FLAGS
 shared_flags.define_fine_tuning_flags(train_batch_size=16, learning_rate=2e-5)
 flags.DEFINE_string("data_dir", None, "Directory of train.csv, val.csv, test.csv.")
 flags.mark_flag_as_required("data_dir")
-shared_flags.adopt()
+flags.adopt_module_key_flags(shared_flags)
 
 
 def main(_):

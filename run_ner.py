@@ -1,4 +1,4 @@
-"""Fine-tunes BERT for named-entity recognition on CoNLL-2003-style files, as the paper
+r"""Fine-tunes BERT for named-entity recognition on CoNLL-2003-style files, as the paper
 (section 4.3): WordPiece per word, the first sub-token carries the word's tag, a per-token
 output layer on the final hidden states, no CRF.
 
@@ -27,7 +27,7 @@ flags.DEFINE_string("data_dir", None, "Directory of train.txt, valid.txt/dev.txt
 flags.DEFINE_enum("tag_scheme", "auto", list(ner_data.SCHEMES), "The files' tags: IOB1, IOB2, "
                   "or detected from the training file.")
 flags.mark_flag_as_required("data_dir")
-shared_flags.adopt()
+flags.adopt_module_key_flags(shared_flags)
 
 
 def main(_):

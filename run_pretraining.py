@@ -1,4 +1,4 @@
-"""Pre-trains BERT (masked LM + next sentence) on tf.distribute, as the original script.
+r"""Pre-trains BERT (masked LM + next sentence) on tf.distribute, as the original script.
 
   python run_pretraining.py --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining \
     --do_train=True --do_eval=True --bert_config_file=$BERT_BASE_DIR/bert_config.json \
@@ -29,7 +29,7 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval batches.")
 for _name in ("bert_config_file", "input_file"):
     flags.mark_flag_as_required(_name)
-shared_flags.adopt()
+flags.adopt_module_key_flags(shared_flags)
 
 
 def main(_):

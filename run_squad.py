@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on SQuAD v1.1 or v2.0, predicts, scores and exports, as the original.
+r"""Fine-tunes BERT on SQuAD v1.1 or v2.0, predicts, scores and exports, as the original.
 
   python run_squad.py --vocab_file=$BERT_BASE_DIR/vocab.txt \
     --bert_config_file=$BERT_BASE_DIR/bert_config.json \
@@ -30,7 +30,7 @@ flags.DEFINE_bool("verbose_logging", False, "Log the alignment failures of post-
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0, "Predict no answer when the null score "
                    "beats the best span by more than this.")
-shared_flags.adopt()
+flags.adopt_module_key_flags(shared_flags)
 
 _TASK_FLAGS = ("train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
                "max_answer_length", "version_2_with_negative", "null_score_diff_threshold",

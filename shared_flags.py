@@ -1,11 +1,9 @@
 """The flags the training scripts share, with the original's names, and the options they fill.
 
 A script calls `define_training_flags()` (pre-training) or `define_fine_tuning_flags()`, then
-`adopt()` so that its --help lists them with its own; its `main` builds the library's options
+`flags.adopt_module_key_flags(shared_flags)` so that its --help lists them with its own; its `main` builds the library's options
 with `options_from_flags()` or `fine_tuning_options()`. No flag is read inside the library.
 """
-import sys
-
 from absl import flags
 
 from modeling.training import distribution, options
@@ -47,6 +45,8 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
     flags.DEFINE_string("gcp_project", None, "Project of the Cloud TPU.")
     flags.DEFINE_string("master", None, "TPU address, instead of --tpu_name.")
     flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores expected (checked against the TPU).")
+    flags.DEFINE_bool("allow_untrained", False, "Evaluate or predict even when the weights "
+                      "never came from a checkpoint or from training (a random model's results).")
     flags.mark_flag_as_required("output_dir")
 
 
@@ -71,11 +71,6 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
                         "export_dir/<version>/ (after training, or from a checkpoint alone).")
     for name in ("bert_config_file", "vocab_file"):
         flags.mark_flag_as_required(name)
-
-
-def adopt():
-    """Lists this module's flags in the calling script's --help and --helpshort."""
-    flags.adopt_module_key_flags(sys.modules[__name__])
 
 
 def options_from_flags(option_class):

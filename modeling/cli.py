@@ -2,7 +2,20 @@
 import os
 import sys
 
-from absl import app
+from absl import app, flags
+
+
+def _fail(error):
+    print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _parse_flags(argv):
+    """absl's parser, with a bad or missing flag as one line instead of FATAL plus usage."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        _fail("; ".join(str(error).splitlines()) + " (see --helpshort)")
 
 
 def run(main):
@@ -15,6 +28,5 @@ def run(main):
         try:
             return main(argv)
         except (ValueError, FileNotFoundError) as error:
-            print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
-            sys.exit(2)
-    app.run(guarded)
+            _fail(error)
+    app.run(guarded, flags_parser=_parse_flags)

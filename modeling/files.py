@@ -59,3 +59,84 @@ def write_eval_results(results, path, keys=None):
     with atomic_write(path) as writer:
         for key in keys or sorted(results):
             writer.write(f"{key} = {results[key]}\n")
+
+
+def _same_file(a, b):
+    a, b = os.path.realpath(a), os.path.realpath(b)
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_outputs(outputs, inputs=(), flag="--output_file"):
+    """Refuses, before any work, outputs that would harm an input or cannot be written: the
+    same path twice, a path that is (a link to) an input, a directory, a path under a file,
+    or a directory that cannot be written. Remote paths are checked for duplicates only.
+
+    Raises:
+      ValueError: naming the flag and the path.
+    """
+    seen = set()
+    for path in outputs:
+        key = os.path.realpath(path) if not _is_remote(path) else path
+        if key in seen:
+            raise ValueError(f"{flag} names {path} twice")
+        seen.add(key)
+        if _is_remote(path):
+            continue
+        for source in inputs:
+            if not _is_remote(source) and _same_file(path, source):
+                raise ValueError(f"{flag}={path} is also an input; refusing to write over it")
+        if os.path.isdir(path):
+            raise ValueError(f"{flag}={path} is a directory, not a file")
+        check_writable_directory(os.path.dirname(os.path.abspath(path)), flag, path)
+
+
+def check_writable_directory(directory, flag, path=None):
+    """Refuses a directory that cannot be made or written, naming the flag and the path."""
+    path = path or directory
+    if _is_remote(directory):
+        return
+    existing = os.path.abspath(directory)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"{flag}={path}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag}={path}: {existing} is not writable")
+
+
+def remove_stale_temps(path):
+    """Removes the temporary files that killed runs left beside `path` (`<path>.tmp-<pid>...`
+    of a process that is gone): a rerun cleans up after the run it replaces."""
+    directory, name = os.path.split(os.path.abspath(path))
+    _remove_stale(directory, lambda entry: entry.startswith(f"{name}.tmp-"))
+
+
+def remove_stale_temps_in(directory):
+    """`remove_stale_temps` for every output in `directory` (a run's output_dir)."""
+    _remove_stale(directory, lambda entry: ".tmp-" in entry)
+
+
+def _remove_stale(directory, wanted):
+    if _is_remote(directory) or not os.path.isdir(directory):
+        return
+    for entry in os.listdir(directory):
+        if not wanted(entry):
+            continue
+        pid = entry.rsplit(".tmp-", 1)[1].split("-", 1)[0].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            remove_quietly(os.path.join(directory, entry))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

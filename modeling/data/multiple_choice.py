@@ -55,6 +55,7 @@ def read_swag(path, has_labels):
       ValueError: naming file:line, for a missing column, a row whose field count differs from
         the header's, or a label outside 0..3.
     """
+    csv.field_size_limit(text.FIELD_SIZE_LIMIT)
     with open(path, encoding="utf-8-sig", newline="") as reader:
         rows = csv.reader(reader)
         header = next(rows, None)

@@ -17,12 +17,13 @@ import glob
 import multiprocessing
 import os
 import queue
+import signal
 import sys
 import threading
 import time
 
-from modeling.data import pretraining
-from modeling.data import records, text
+from modeling import files
+from modeling.data import pretraining, records, text
 from modeling.text import tokenization
 
 
@@ -154,6 +155,20 @@ def _init_worker(sink):
     _reporter.sink = sink
 
 
+def _start_worker(sink, parent):
+    """A pool worker's start: it dies with the parent, so a killed run leaves no worker
+    writing on (Linux asks the kernel to send SIGKILL on the parent's death; elsewhere the
+    pool's own shutdown is all there is)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+    _init_worker(sink)
+
+
 def _tokenizer(vocab_file, do_lower_case):
     key = (vocab_file, do_lower_case)
     if key not in _tokenizers:
@@ -271,11 +286,13 @@ def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case, 
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     if dupe_factor < 1:
         raise ValueError(f"dupe_factor must be at least 1, got {dupe_factor}")
-    tokenization.FullTokenizer(vocab_file, do_lower_case)  # fail early on a bad vocabulary
     paths = expand_input_patterns(input_file)
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
+    files.check_outputs(outputs, paths + [vocab_file])
+    tokenization.FullTokenizer(vocab_file, do_lower_case)  # fail early on a bad vocabulary
     for path in outputs:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        files.remove_stale_temps(path)
     tasks = _plan(paths, outputs, num_workers, chunk_bytes, vocab_file=vocab_file,
                   do_lower_case=do_lower_case, options=options, random_seed=random_seed,
                   dupe_factor=dupe_factor)
@@ -313,8 +330,8 @@ def _run(tasks, finals, num_workers, progress):
     documents = instances = 0
     writers = [open(path, "wb") for path in finals]
     try:
-        with context.Pool(min(num_workers, len(tasks)), initializer=_init_worker,
-                          initargs=(progress_queue,)) as pool:
+        with context.Pool(min(num_workers, len(tasks)), initializer=_start_worker,
+                          initargs=(progress_queue, os.getpid())) as pool:
             for result in pool.imap(make_shard, tasks):
                 documents += result.documents
                 instances += result.instances

@@ -3,7 +3,11 @@
 examples and features are the original `extract_features.py`'s input."""
 import csv
 import dataclasses
+import io
 import re
+
+# csv's default field limit is 128 KiB; real sentences and documents can be longer.
+FIELD_SIZE_LIMIT = 2 ** 31 - 1
 
 
 def decode_line(raw, path, number):
@@ -23,10 +27,21 @@ def decode_line(raw, path, number):
 
 def read_tsv(path):
     """Rows of a GLUE TSV: tab-separated, no quoting (GLUE text holds bare `"`), a UTF-8 BOM
-    tolerated. Returns a list of (line number, list of fields)."""
-    with open(path, encoding="utf-8-sig", newline="") as reader:
-        return [(number, row) for number, row in
-                enumerate(csv.reader(reader, delimiter="\t", quotechar=None), start=1)]
+    tolerated, fields of any length. Returns a list of (line number, list of fields).
+
+    Raises:
+      ValueError: the file is not UTF-8; names the file and the line.
+    """
+    with open(path, "rb") as reader:
+        data = reader.read()
+    try:
+        content = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}:{line}: not valid UTF-8 ({error.reason})") from None
+    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    rows = csv.reader(io.StringIO(content, newline=""), delimiter="\t", quotechar=None)
+    return list(enumerate(rows, start=1))
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export
+from modeling import export, files
 from modeling.checkpoints import name_based
 from modeling.data import classifier as classifier_data
 from modeling.evaluation import glue
@@ -102,16 +102,16 @@ def predict(trainer, dataset):
     name = "predictions" if trainer.regression else "probabilities"
     outputs = trainer.predict(dataset, [name, "is_real_example"])
     values = outputs[name][outputs["is_real_example"].astype(bool)]
+    if not len(values):  # an empty test set: no rows, but the right number of columns
+        return np.zeros([0, 1 if trainer.regression else trainer.num_labels])
     return values.reshape(len(values), -1)
 
 
 def write_test_results(values, path):
     """The original's test_results.tsv: one line per example, its values tab-separated."""
-    temp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temp, "w") as writer:
+    with files.atomic_write(path) as writer:
         for row in values:
             writer.write("\t".join(str(value) for value in row) + "\n")
-    tf.io.gfile.rename(temp, path, overwrite=True)
 
 
 class ClassifierTask(fine_tuning.Task):

@@ -13,7 +13,8 @@ from modeling.encoder.config import BertConfig
 from modeling.heads import MASKED_LM_LOSS_EPSILON
 from modeling.models.pretraining import BertPretrainer
 from modeling.training import distribution, fine_tuning
-from modeling.training.options import TrainingOptions, check_max_seq_length
+from modeling.training.options import (TrainingOptions, check_max_seq_length,
+                                       refuse_untrained)
 from modeling.training.trainer import SUM, Trainer, shard_by_data
 
 
@@ -244,8 +245,9 @@ def run(options):
                 options.output_dir, "export", "bert_config.json"), overwrite=True)
 
     if options.do_eval:
-        if not options.do_train:  # evaluate what the output directory holds
-            pretrainer.restore_latest(options.output_dir)
+        if not options.do_train and not pretrainer.restore_latest(options.output_dir):
+            refuse_untrained(options, [] if options.init_checkpoint else ["every variable"],
+                             "evaluate")
         dataset = pretraining_dataset(
             paths, options.eval_batch_size, options.max_seq_length,
             options.max_predictions_per_seq, is_training=False)

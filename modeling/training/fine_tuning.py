@@ -15,7 +15,8 @@ from modeling import export, files
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
 from modeling.training import distribution
-from modeling.training.options import TrainingOptions, check_max_seq_length
+from modeling.training.options import (TrainingOptions, check_max_seq_length,
+                                       refuse_untrained)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -167,6 +168,8 @@ def run(task, options):
     chief = distribution.is_chief(strategy)
     import tensorflow as tf
     tf.io.gfile.makedirs(options.output_dir)
+    if chief:
+        files.remove_stale_temps_in(options.output_dir)
     record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")
     context = Context(options, config, tokenizer, strategy, chief, record_dir)
     context.trainer = trainer = task.build_trainer(
@@ -188,8 +191,10 @@ def run(task, options):
         head_missing = []
 
     if options.do_eval:
+        refuse_untrained(options, head_missing, "evaluate")
         task.evaluate(context)
     if options.do_predict:
+        refuse_untrained(options, head_missing, "predict")
         task.predict(context)
     if options.export_dir:
         save_export(task.export_module(context), head_missing, options, chief)

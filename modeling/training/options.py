@@ -4,7 +4,9 @@ The scripts fill these from their flags; a library user fills them by hand. A ch
 raises a one-line ValueError naming the flag and the value, before any work starts.
 """
 import dataclasses
+import os
 
+from modeling import files
 from modeling.training import distribution
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -36,6 +38,7 @@ class TrainingOptions:
     gcp_project: str = None
     master: str = None
     num_tpu_cores: int = 8
+    allow_untrained: bool = False
 
     POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
                 "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps")
@@ -50,6 +53,9 @@ class TrainingOptions:
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_choice("distribution_strategy", self.distribution_strategy,
                        distribution.STRATEGIES)
+        files.check_writable_directory(self.output_dir, "--output_dir")
+        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+            raise ValueError(f"--output_dir={self.output_dir} is a file, not a directory")
 
     def trainer_options(self):
         """The keyword arguments of `Trainer` these options set."""
@@ -97,3 +103,13 @@ def check_max_seq_length(max_seq_length, config, config_file, least=3):
         raise ValueError(f"--max_seq_length={max_seq_length} must be between {least} and "
                          f"max_position_embeddings {config.max_position_embeddings} of "
                          f"{config_file}")
+
+
+def refuse_untrained(options, missing, action):
+    """Refuses to evaluate or predict with weights that never came from a checkpoint or from
+    training (the results would be a random model's), unless --allow_untrained asks for it."""
+    if missing and not options.allow_untrained:
+        raise ValueError(f"Nothing to {action} with: --output_dir={options.output_dir} holds no "
+                         f"checkpoint and --init_checkpoint={options.init_checkpoint} lacks "
+                         f"{', '.join(missing)}; train with --do_train first, or pass "
+                         f"--allow_untrained to {action} random weights")

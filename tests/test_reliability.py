@@ -1,0 +1,262 @@
+"""The reliability promise, case by case: a user's mistake gives one line on stderr naming the
+file, line, flag or value, and exit status 2, before any long work; inputs are never harmed;
+outputs appear only when complete; stale temporaries of killed runs are cleaned up.
+
+The library's rules are tested directly (fast); each script is run as the user runs it where
+the rule lives in the script's start-up.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from modeling import files
+from modeling.data import text
+from scripts import run_script
+
+SAMPLE = ROOT / "sample_data"
+CONFIG = SAMPLE / "bert_config_tiny.json"
+
+
+def _one_line_error(process, *needles):
+    """Exit 2 and exactly one non-empty stderr line of ours naming every needle."""
+    assert process.returncode == 2, process.stderr[-2000:]
+    ours = [line for line in process.stderr.splitlines() if ": error: " in line]
+    assert len(ours) == 1, process.stderr[-2000:]
+    assert "Traceback" not in process.stderr
+    for needle in needles:
+        assert str(needle) in ours[0], ours[0]
+    return ours[0]
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    """The sample's tiny config, for the 10-token vocabulary below."""
+    settings = json.loads(CONFIG.read_text())
+    settings["vocab_size"] = 10
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(settings))
+    return path
+
+
+@pytest.fixture
+def vocab(tmp_path):
+    path = tmp_path / "vocab.txt"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "keeper", "lit", "lamp", "a"]
+    path.write_text("\n".join(words) + "\n")
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("the keeper lit the lamp.\na lamp.\n\nthe lamp lit a keeper.\nthe keeper.\n")
+    return path
+
+
+def _pretraining_data(*args):
+    return run_script("create_pretraining_data.py", *args, check=False)
+
+
+# --- Inputs are never harmed; outputs appear whole or not at all -----------------------------
+
+def test_output_equal_to_an_input_is_refused_before_reading(corpus, vocab):
+    before = corpus.read_bytes()
+    process = _pretraining_data(f"--input_file={corpus}", f"--output_file={corpus}",
+                                f"--vocab_file={vocab}")
+    _one_line_error(process, corpus, "input")
+    assert corpus.read_bytes() == before
+
+
+def test_output_linked_to_an_input_is_refused(tmp_path, corpus, vocab):
+    link = tmp_path / "link.tfrecord"
+    link.symlink_to(corpus)
+    _one_line_error(_pretraining_data(f"--input_file={corpus}", f"--output_file={link}",
+                                      f"--vocab_file={vocab}"), link)
+
+
+def test_same_output_twice_is_refused_and_nothing_is_written(tmp_path, corpus, vocab):
+    out = tmp_path / "a.tfrecord"
+    _one_line_error(_pretraining_data(f"--input_file={corpus}", f"--output_file={out},{out}",
+                                      f"--vocab_file={vocab}"), out, "twice")
+    assert not out.exists() and not list(tmp_path.glob("a.tfrecord*"))
+
+
+@pytest.mark.parametrize("case", ["directory", "under_a_file"])
+def test_unwritable_output_is_refused_before_work(tmp_path, corpus, vocab, case):
+    if case == "directory":
+        out = tmp_path / "adir"
+        out.mkdir()
+    else:
+        out = corpus / "x.tfrecord"
+    _one_line_error(_pretraining_data(f"--input_file={corpus}", f"--output_file={out}",
+                                      f"--vocab_file={vocab}"), out)
+    assert not list(tmp_path.rglob("*.tmp-*"))
+
+
+def test_rerun_removes_the_stale_temporaries_of_its_outputs(tmp_path, corpus, vocab):
+    out = tmp_path / "out.tfrecord"
+    dead = _dead_pid()
+    stale = [tmp_path / f"out.tfrecord.tmp-{dead}-final", tmp_path / f"out.tfrecord.tmp-{dead}-shard0"]
+    other = tmp_path / f"other.tfrecord.tmp-{dead}-final"  # not this run's output: kept
+    for path in stale + [other]:
+        path.write_bytes(b"x" * 100)
+    run_script("create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={out}",
+               f"--vocab_file={vocab}", "--max_seq_length=16", "--dupe_factor=1")
+    assert out.exists() and not any(path.exists() for path in stale) and other.exists()
+
+
+def test_stale_temporaries_of_live_processes_are_kept(tmp_path):
+    live = tmp_path / f"out.txt.tmp-{os.getppid()}"
+    live.write_text("a live writer's")
+    files.remove_stale_temps(tmp_path / "out.txt")
+    files.remove_stale_temps_in(tmp_path)
+    assert live.exists()
+
+
+def test_atomic_write_leaves_nothing_on_error(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with files.atomic_write(target) as writer:
+            writer.write("half")
+            raise RuntimeError("killed")
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def _dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+# --- Inputs read as real data is: long fields, binary bytes, empty files ---------------------
+
+def test_a_200_kb_field_in_a_tsv_is_read(tmp_path):
+    path = tmp_path / "train.tsv"
+    long_field = "word " * 40000
+    path.write_text(f"a\tb\n{long_field}\tx\n", encoding="utf-8")
+    rows = text.read_tsv(path)
+    assert rows[1][0] == 2 and rows[1][1][0] == long_field
+
+
+def test_binary_bytes_in_a_tsv_name_the_file_and_line(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(b"a\tb\nfine\tline\nbad \xff\xfe bytes\there\n")
+    with pytest.raises(ValueError, match=rf"{path}:3: not valid UTF-8"):
+        text.read_tsv(path)
+
+
+def test_empty_extract_features_input_gives_an_empty_output(tmp_path, vocab, config_file):
+    config = config_file
+    ckpt = _tiny_checkpoint(tmp_path, config)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    out = tmp_path / "features.jsonl"
+    run_script("extract_features.py", f"--input_file={empty}", f"--output_file={out}",
+               f"--vocab_file={vocab}", f"--bert_config_file={config}",
+               f"--init_checkpoint={ckpt}", "--layers=-1", "--max_seq_length=16")
+    assert out.read_text() == "" and not list(tmp_path.glob("*.tmp-*"))
+
+
+def _tiny_checkpoint(tmp_path, config):
+    code = ("import sys; from modeling import BertConfig, BertModel; "
+            "from modeling.checkpoints import name_based; "
+            "name_based.save_original(BertModel(BertConfig.from_json_file(sys.argv[1])), "
+            "sys.argv[2])")
+    path = tmp_path / "ckpt" / "bert_model.ckpt"
+    subprocess.run([sys.executable, "-c", code, str(config), str(path)], check=True, cwd=ROOT,
+                   capture_output=True)
+    return path
+
+
+# --- Flags: refused at start-up with the flag's name -----------------------------------------
+
+def _classifier(tmp_path, vocab, *args):
+    config = tmp_path / "config.json"
+    if not config.exists():
+        settings = json.loads(CONFIG.read_text())
+        settings["vocab_size"] = 10
+        config.write_text(json.dumps(settings))
+    return run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+                      f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                      f"--output_dir={tmp_path / 'out'}", *args, check=False)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("learning_rate", -1e-5), ("learning_rate", 0.0), ("warmup_proportion", 1.5),
+    ("warmup_proportion", -0.1), ("num_train_epochs", 0.0), ("train_batch_size", 0),
+    ("eval_batch_size", -2), ("predict_batch_size", 0), ("max_seq_length", 0),
+    ("max_seq_length", 2), ("max_seq_length", 100000), ("save_checkpoints_steps", 0),
+    ("iterations_per_loop", 0), ("keep_checkpoint_max", 0), ("num_accumulation_steps", 0),
+    ("precision", "float8"), ("distribution_strategy", "spread"),
+])
+def test_out_of_range_options_are_refused_naming_the_flag(tmp_path, vocab, config_file, flag,
+                                                         value):
+    from modeling import BertConfig
+    from modeling.tasks.classifier import ClassifierTask
+    from modeling.text import tokenization
+    from modeling.training import fine_tuning
+    options = fine_tuning.FineTuningOptions(
+        bert_config_file=str(config_file), vocab_file=str(vocab),
+        output_dir=str(tmp_path / "out"), do_train=True, **{flag: value})
+    config = BertConfig.from_json_file(config_file)
+    with pytest.raises(ValueError, match=f"--{flag}"):
+        fine_tuning.check(ClassifierTask(str(tmp_path), "MRPC"), options, config,
+                          tokenization.FullTokenizer(str(vocab)))
+
+
+@pytest.mark.parametrize("flag, value", [("learning_rate", "-1e-5"),
+                                         ("max_seq_length", "100000")])
+def test_out_of_range_flags_are_refused_at_start_up(tmp_path, vocab, flag, value):
+    process = _classifier(tmp_path, vocab, "--do_train", f"--{flag}={value}")
+    _one_line_error(process, f"--{flag}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_flag_parse_errors_are_one_line(tmp_path, vocab):
+    _one_line_error(_classifier(tmp_path, vocab, "--learning_rate=fast"), "--learning_rate",
+                    "fast")
+    process = run_script("run_classifier.py", check=False)
+    _one_line_error(process, "--data_dir")
+
+
+def test_extract_features_layers_must_be_integers(tmp_path, vocab):
+    process = run_script("extract_features.py", f"--input_file={vocab}",
+                         f"--output_file={tmp_path / 'o.jsonl'}", f"--vocab_file={vocab}",
+                         f"--bert_config_file={CONFIG}", f"--init_checkpoint={tmp_path}/x",
+                         "--layers=abc", check=False)
+    _one_line_error(process, "--layers=abc")
+
+
+def test_evaluating_random_weights_is_refused_unless_asked(tmp_path, vocab):
+    (tmp_path / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                      "1\t1\t2\tthe lamp\ta lamp\n")
+    process = _classifier(tmp_path, vocab, "--do_eval")
+    _one_line_error(process, "--allow_untrained", "evaluate")
+    assert not (tmp_path / "out" / "eval_results.txt").exists()
+    _classifier_ok = _classifier(tmp_path, vocab, "--do_eval", "--allow_untrained",
+                                 "--max_seq_length=16")
+    assert _classifier_ok.returncode == 0, _classifier_ok.stderr[-2000:]
+    assert (tmp_path / "out" / "eval_results.txt").exists()
+
+
+def test_an_unknown_dev_label_is_found_before_training(tmp_path, vocab):
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    (tmp_path / "train.tsv").write_text(header + "1\t1\t2\tthe lamp\ta lamp\n" * 8)
+    (tmp_path / "dev.tsv").write_text(header + "7\t1\t2\tthe lamp\ta lamp\n")
+    process = _classifier(tmp_path, vocab, "--do_train", "--do_eval", "--max_seq_length=16",
+                          "--train_batch_size=2")
+    _one_line_error(process, "dev.tsv")
+    assert not list((tmp_path / "out").glob("ckpt-*"))
+
+
+def test_header_only_test_file_gives_empty_predictions(tmp_path, vocab):
+    (tmp_path / "test.tsv").write_text("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    process = _classifier(tmp_path, vocab, "--do_predict", "--allow_untrained",
+                          "--max_seq_length=16")
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert (tmp_path / "out" / "test_results.tsv").read_text() == ""
