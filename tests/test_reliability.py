@@ -7,6 +7,7 @@ the rule lives in the script's start-up.
 """
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -260,3 +261,67 @@ def test_header_only_test_file_gives_empty_predictions(tmp_path, vocab):
                           "--max_seq_length=16")
     assert process.returncode == 0, process.stderr[-2000:]
     assert (tmp_path / "out" / "test_results.tsv").read_text() == ""
+
+
+# --- Damaged files: one line naming the file (and where in it) -------------------------------
+
+def _pretraining_records(path, count, bad_at=None, seq=16, predictions=3):
+    import tensorflow as tf
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index in range(count):
+            ids = [2] + [5] * (seq - 2) + [3]
+            if index == bad_at:
+                ids[1] = 9999
+            features = {"input_ids": ints(ids), "input_mask": ints([1] * seq),
+                        "segment_ids": ints([0] * seq),
+                        "masked_lm_positions": ints([1, 2, 3]), "masked_lm_ids": ints([5, 5, 5]),
+                        "masked_lm_weights": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=[1.0] * predictions)),
+                        "next_sentence_labels": ints([0])}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=features)).SerializeToString())
+    return path
+
+
+def _pretrain(tmp_path, config_file, records, *args):
+    return run_script("run_pretraining.py", f"--input_file={records}",
+                      f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config_file}",
+                      "--max_seq_length=16", "--max_predictions_per_seq=3",
+                      "--train_batch_size=8", "--num_train_steps=12", "--num_warmup_steps=1",
+                      "--iterations_per_loop=4", "--save_checkpoints_steps=4", *args,
+                      check=False)
+
+
+@pytest.mark.parametrize("damage", ["text", "truncated", "flipped"])
+def test_damaged_pretraining_records_are_named_before_training(tmp_path, config_file, damage):
+    records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+    content = records.read_bytes()
+    if damage == "text":
+        records.write_text("this is a text file, not TFRecords\n" * 20)
+    elif damage == "truncated":
+        records.write_bytes(content[:len(content) - 37])
+    else:
+        records.write_bytes(content[:900] + bytes([content[900] ^ 0x10]) + content[901:])
+    line = _one_line_error(_pretrain(tmp_path, config_file, records, "--do_train"),
+                           records, "byte")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("ckpt-*")), line
+
+
+def test_ids_beyond_the_vocabulary_late_in_the_input_are_one_line(tmp_path, config_file):
+    records = _pretraining_records(tmp_path / "data.tfrecord", 90, bad_at=80)
+    _one_line_error(_pretrain(tmp_path, config_file, records, "--do_train"),
+                    f"--input_file={records}", "vocab_size")
+
+
+def test_a_damaged_init_checkpoint_is_one_line(tmp_path, vocab, config_file):
+    ckpt = _tiny_checkpoint(tmp_path, config_file)
+    index = pathlib.Path(f"{ckpt}.index")
+    index.write_bytes(index.read_bytes()[:20])
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+    process = _classifier(tmp_path, vocab, "--do_train", f"--init_checkpoint={ckpt}",
+                          "--max_seq_length=16", "--train_batch_size=2")
+    _one_line_error(process, "--init_checkpoint", "not a readable checkpoint")

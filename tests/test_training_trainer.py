@@ -1,5 +1,6 @@
 """The pre-training step's float16 loss scaling, on the CPU with a tiny model."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling.training import distribution
@@ -46,3 +47,42 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     assert pretrainer.global_step == 20
     assert int(pretrainer.loss_scale.good_steps) == 20
     assert losses[-1] < losses[0] - 0.5, losses
+
+
+def _pretrainer(config):
+    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0)
+
+
+def _train(pretrainer, directory, steps):
+    dataset_fn = lambda skip: tf.data.Dataset.from_tensors(_batch(pretrainer.model.config)).repeat()
+    return pretrainer.train(dataset_fn, str(directory), steps, iterations_per_loop=2,
+                            save_checkpoints_steps=2)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_config, tmp_path, damage,
+                                                                 caplog):
+    _train(_pretrainer(tiny_config), tmp_path, 4)  # ckpt-2, ckpt-4
+    data = next(tmp_path.glob("ckpt-4.data-*"))
+    content = data.read_bytes()
+    if damage == "truncate":
+        data.write_bytes(content[:len(content) // 2])
+    else:
+        middle = len(content) // 2
+        data.write_bytes(content[:middle] + bytes([content[middle] ^ 0xFF]) + content[middle + 1:])
+    resumed = _pretrainer(tiny_config)
+    with caplog.at_level("WARNING"):
+        assert resumed.restore_latest(str(tmp_path)).endswith("ckpt-2")
+    assert resumed.global_step == 2
+    assert any("ckpt-4" in record.getMessage() and "damaged" in record.getMessage()
+               for record in caplog.records)
+    again = _pretrainer(tiny_config)
+    assert _train(again, tmp_path, 6) == 6  # resumes from step 2 and trains on
+
+
+def test_only_damaged_checkpoints_is_one_error_naming_them(tiny_config, tmp_path):
+    _train(_pretrainer(tiny_config), tmp_path, 2)
+    for data in tmp_path.glob("ckpt-2.data-*"):
+        data.write_bytes(b"")
+    with pytest.raises(ValueError, match="ckpt-2"):
+        _pretrainer(tiny_config).restore_latest(str(tmp_path))

@@ -1,21 +1,23 @@
 """Pre-training as the original `run_pretraining.py`: reading and checking its records, the
 masked-LM and next-sentence losses and metrics on the shared `Trainer`, and the run."""
+import contextlib
 import dataclasses
 import os
 
 import tensorflow as tf
 from absl import logging
+from google.protobuf import message
 
 from modeling import files
 from modeling.checkpoints import name_based
-from modeling.data import pretraining_pipeline
+from modeling.data import pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
 from modeling.heads import MASKED_LM_LOSS_EPSILON
 from modeling.models.pretraining import BertPretrainer
 from modeling.training import distribution, fine_tuning
 from modeling.training.options import (TrainingOptions, check_max_seq_length,
                                        refuse_untrained)
-from modeling.training.trainer import SUM, Trainer, shard_by_data
+from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
 
 EVAL_KEYS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
@@ -138,9 +140,12 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
                 "masked_lm_weights": predictions, "next_sentence_labels": (1, "the format")}
     for path in paths:
         count = 0
-        for raw in tf.data.TFRecordDataset(path).take(records):
+        for raw in _first_records(path, records):
             count += 1
-            features = tf.train.Example.FromString(raw.numpy()).features.feature
+            try:
+                features = tf.train.Example.FromString(raw).features.feature
+            except message.DecodeError:
+                raise ValueError(f"{path}: record {count} is not a tf.train.Example") from None
             for name, (length, source) in expected.items():
                 if name not in features:
                     raise ValueError(f"{path}: record {count} has no feature {name!r}")
@@ -155,6 +160,33 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
                                      f"vocab_size is {vocab_size}")
         if count == 0:
             raise ValueError(f"{path}: no records")
+
+
+def _first_records(path, count):
+    """The first `count` raw records. A local file is read whole first, its framing and CRCs
+    checked (at disk speed: about a second per GB), so that a truncated, bit-flipped or
+    non-TFRecord file is named, with the byte offset, before training; a remote one (gs://)
+    is only checked as far as it is read here, and any later damage is reported, with
+    --input_file, when training meets it."""
+    if "://" not in path:
+        first = []
+        for raw in records.read_records(path):
+            if len(first) < count:
+                first.append(raw)
+        return first
+    try:
+        return [raw.numpy() for raw in tf.data.TFRecordDataset(path).take(count)]
+    except tf.errors.OpError as error:
+        raise ValueError(f"{path}: not a readable TFRecord file ({error_reason(error)})") from None
+
+
+@contextlib.contextmanager
+def _input_errors(input_file):
+    """Damage or bad ids found in the records while running: one line naming the input."""
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+        raise ValueError(f"--input_file={input_file}: {error_reason(error)}") from None
 
 
 def pretraining_dataset(paths, batch_size, max_seq_length, max_predictions_per_seq,
@@ -236,9 +268,10 @@ def run(options):
                 paths, options.train_batch_size, options.max_seq_length,
                 options.max_predictions_per_seq, is_training=True, seed=options.seed,
                 skip_batches=skip_batches)
-        pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
-                         options.iterations_per_loop, options.save_checkpoints_steps,
-                         options.keep_checkpoint_max)
+        with _input_errors(options.input_file):
+            pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
+                             options.iterations_per_loop, options.save_checkpoints_steps,
+                             options.keep_checkpoint_max)
         fine_tuning.keep_original(pretrainer, options.output_dir, chief)
         if chief:
             tf.io.gfile.copy(options.bert_config_file, os.path.join(
@@ -251,7 +284,8 @@ def run(options):
         dataset = pretraining_dataset(
             paths, options.eval_batch_size, options.max_seq_length,
             options.max_predictions_per_seq, is_training=False)
-        results = pretrainer.evaluate(dataset, options.max_eval_steps)
+        with _input_errors(options.input_file):
+            results = pretrainer.evaluate(dataset, options.max_eval_steps)
         logging.info("Eval results: %s", results)
         if chief:
             files.write_eval_results(results, os.path.join(options.output_dir,

@@ -6,6 +6,7 @@ share of the loss by global counts (all-reduced before the forward pass), so N r
 the update one device computes for the same batch. Tasks subclass `Trainer` with their loss.
 """
 import os
+import re
 import tempfile
 import time
 
@@ -94,6 +95,13 @@ class Trainer:
           UNTRAINED_PREFIXES: the task's outputs do not depend on them.
         """
         path = name_based.resolve_checkpoint(init_checkpoint)
+        try:
+            return self._init_from(path)
+        except (tf.errors.OpError, IndexError) as error:
+            raise ValueError(f"--init_checkpoint={init_checkpoint}: not a readable checkpoint "
+                             f"({error_reason(error)})") from None
+
+    def _init_from(self, path):
         names = dict(tf.train.list_variables(path))
         if any(name.startswith("bert/") for name in names):
             result = name_based.load_original(self.model, path, self.OPTIONAL_VARIABLES)
@@ -191,10 +199,9 @@ class Trainer:
         directory = output_dir if chief else tempfile.mkdtemp(prefix="worker_checkpoint_")
         manager = tf.train.CheckpointManager(self.checkpoint, directory,
                                              max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
-        if manager.latest_checkpoint:
-            self.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info("Resumed from %s at step %d", manager.latest_checkpoint,
-                         self.global_step)
+        restored = self._restore_newest_intact(manager.checkpoints, partial=False)
+        if restored:
+            logging.info("Resumed from %s at step %d", restored, self.global_step)
         step = self.global_step
         if step >= num_train_steps:
             return step
@@ -227,11 +234,43 @@ class Trainer:
     def restore_latest(self, output_dir):
         """Loads the latest checkpoint in `output_dir`, as the original's Estimator does before
         evaluating or predicting. Returns its path, or None if there is none."""
-        latest = tf.train.latest_checkpoint(output_dir)
+        state = tf.train.get_checkpoint_state(output_dir)
+        paths = list(state.all_model_checkpoint_paths) if state else []
+        if state and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+            paths.append(state.model_checkpoint_path)
+        latest = self._restore_newest_intact(
+            [p if os.path.isabs(p) or "://" in p else os.path.join(output_dir, p)
+             for p in paths], partial=True)
         if latest:
-            self.checkpoint.read(latest).expect_partial()
             logging.info("Loaded %s (step %d)", latest, self.global_step)
         return latest
+
+    def _restore_newest_intact(self, paths, partial):
+        """Restores the newest of `paths` (oldest first) that reads whole; a damaged one (a
+        killed copy, a truncated or bit-flipped file) is passed over with a warning that names
+        it. Returns the path restored, or None when there is none.
+
+        Raises:
+          ValueError: every checkpoint is damaged; names them.
+        """
+        damaged = []
+        for path in reversed(paths):
+            try:
+                status = (self.checkpoint.read if partial else self.checkpoint.restore)(path)
+                if partial:
+                    status.expect_partial()
+                else:
+                    status.assert_existing_objects_matched()
+            except (tf.errors.OpError, IndexError, ValueError) as error:
+                logging.warning("Checkpoint %s is damaged (%s); trying the one before it",
+                                path, error_reason(error))
+                damaged.append(path)
+                continue
+            return path
+        if damaged:
+            raise ValueError(f"every checkpoint is damaged ({', '.join(damaged)}); move them "
+                             f"away to start afresh")
+        return None
 
     def _predict_step_fn(self, batch, names):
         def step(batch):
@@ -306,3 +345,18 @@ def set_precision(name):
     """'float32', 'mixed_bfloat16' or 'mixed_float16' (then with dynamic loss scaling) for
     every model built afterwards."""
     keras.mixed_precision.set_dtype_policy(name)
+
+
+def error_reason(error):
+    """The one line of a TensorFlow error that says what is wrong: a failed assertion's own
+    message, else the first line past the "Graph execution error" and traceback lines."""
+    text = getattr(error, "message", None) or str(error)
+    assertion = re.search(r"assertion failed: \[([^\]]*)\]", text)
+    if assertion:
+        return assertion.group(1)
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Graph execution error", "Detected at node", "File ",
+                                         "[[")):
+            return line[:300]
+    return type(error).__name__
