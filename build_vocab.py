@@ -11,7 +11,7 @@ import os
 
 from absl import flags, logging
 
-from modeling import cli
+from modeling import cli, files
 from modeling.data import pretraining_pipeline
 from modeling.text import tokenization
 from modeling.text import vocab_learning
@@ -32,6 +32,7 @@ flags.mark_flag_as_required("output_file")
 
 def main(_):
     paths = pretraining_pipeline.expand_input_patterns(FLAGS.input_file)
+    files.check_outputs([FLAGS.output_file], paths)
     lines = (text for text, _ in pretraining_pipeline.read_lines(
         pretraining_pipeline.whole_files(paths)))
     counts = vocab_learning.count_words(lines, FLAGS.do_lower_case)

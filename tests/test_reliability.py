@@ -325,3 +325,14 @@ def test_a_damaged_init_checkpoint_is_one_line(tmp_path, vocab, config_file):
     process = _classifier(tmp_path, vocab, "--do_train", f"--init_checkpoint={ckpt}",
                           "--max_seq_length=16", "--train_batch_size=2")
     _one_line_error(process, "--init_checkpoint", "not a readable checkpoint")
+
+
+@pytest.mark.parametrize("script", ["extract_features.py", "build_vocab.py"])
+def test_every_script_refuses_to_write_over_its_input(tmp_path, vocab, corpus, script):
+    before = corpus.read_bytes()
+    args = [f"--input_file={corpus}", f"--output_file={corpus}"]
+    if script == "extract_features.py":
+        args += [f"--vocab_file={vocab}", f"--bert_config_file={CONFIG}",
+                 f"--init_checkpoint={tmp_path / 'none'}"]
+    _one_line_error(run_script(script, *args, check=False), corpus)
+    assert corpus.read_bytes() == before

@@ -113,6 +113,7 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     """The original `extract_features.py`: one JSON line per input line to `output_file`,
     written atomically, with the hidden states of `layers` for every token."""
     layer_indexes = parse_layers(layers)
+    files.check_outputs([output_file], [input_file, vocab_file, bert_config_file])
     require_positive("batch_size", batch_size)
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
