@@ -47,6 +47,9 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
     flags.DEFINE_integer("num_tpu_cores", 8, "TPU cores expected (checked against the TPU).")
     flags.DEFINE_bool("allow_untrained", False, "Evaluate or predict even when the weights "
                       "never came from a checkpoint or from training (a random model's results).")
+    flags.DEFINE_float("progress_seconds", 30.0, "Log training progress (step, loss, learning "
+                       "rate, examples/s, elapsed, ETA) this often, whatever "
+                       "--iterations_per_loop.")
     flags.mark_flag_as_required("output_dir")
 
 

@@ -1,4 +1,6 @@
 """The pre-training step's float16 loss scaling, on the CPU with a tiny model."""
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -49,14 +51,30 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     assert losses[-1] < losses[0] - 0.5, losses
 
 
-def _pretrainer(config):
-    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0)
+def _pretrainer(config, **options):
+    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0,
+                                  **options)
 
 
-def _train(pretrainer, directory, steps):
+def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints_steps=2):
     dataset_fn = lambda skip: tf.data.Dataset.from_tensors(_batch(pretrainer.model.config)).repeat()
-    return pretrainer.train(dataset_fn, str(directory), steps, iterations_per_loop=2,
-                            save_checkpoints_steps=2)
+    return pretrainer.train(dataset_fn, str(directory), steps, iterations_per_loop,
+                            save_checkpoints_steps)
+
+
+def test_progress_has_its_own_cadence_and_logs_the_rate_in_force(tiny_config, tmp_path, caplog):
+    pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
+                                        1e-3, 6, 3, progress_seconds=1e-9)
+    with caplog.at_level("INFO"):
+        _train(pretrainer, tmp_path, 6, iterations_per_loop=1000, save_checkpoints_steps=1000)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [line.split(":")[0] for line in lines] == [f"step {s}/6" for s in range(1, 7)]
+    rates = [float(re.search(r"learning_rate ([0-9.e-]+)", line).group(1)) for line in lines]
+    # Step s (1-based) applies the schedule's rate at s - 1: warm-up 0, 1/3, 2/3, then decay.
+    expected = [1e-3 * (s / 3 if s < 3 else 1 - s / 6) for s in range(6)]
+    np.testing.assert_allclose(rates, expected, rtol=1e-4, atol=1e-9)
+    assert all("elapsed " in line and "ETA " in line for line in lines)
+    assert any("tensorboard --logdir" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])

@@ -72,6 +72,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self.apply_condition = None
 
+    def learning_rate_at(self, step):
+        """The learning rate step `step` (0-based) applies: what a log of that step shows."""
+        schedule = self._learning_rate
+        return float(schedule(step) if callable(schedule) else schedule)
+
     def build(self, var_list):
         if self.built:
             return

@@ -39,6 +39,7 @@ class TrainingOptions:
     master: str = None
     num_tpu_cores: int = 8
     allow_untrained: bool = False
+    progress_seconds: float = 30.0
 
     POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
                 "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps")
@@ -47,6 +48,8 @@ class TrainingOptions:
         """Raises ValueError naming the first option out of range."""
         for name in self.POSITIVE:
             require_positive(name, getattr(self, name))
+        if not self.progress_seconds > 0:
+            raise ValueError(f"--progress_seconds must be positive, got {self.progress_seconds}")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be positive, got {self.learning_rate}")
         require_choice("precision", self.precision, PRECISIONS)
@@ -60,7 +63,8 @@ class TrainingOptions:
     def trainer_options(self):
         """The keyword arguments of `Trainer` these options set."""
         return {"use_xla": self.use_xla, "seed": self.seed, "optimizer": self.optimizer,
-                "num_accumulation_steps": self.num_accumulation_steps}
+                "num_accumulation_steps": self.num_accumulation_steps,
+                "progress_seconds": self.progress_seconds}
 
     def strategy(self):
         """The strategy the options name (first of all TensorFlow work: multi-worker

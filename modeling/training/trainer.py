@@ -39,8 +39,10 @@ class Trainer:
     UNTRAINED_PREFIXES = ()
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
-                 use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1):
+                 use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1,
+                 progress_seconds=30.0):
         self.strategy = strategy
+        self.progress_seconds = progress_seconds
         self.num_accumulation_steps = num_accumulation_steps
         keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
@@ -207,22 +209,31 @@ class Trainer:
             return step
         iterator = iter(self.strategy.experimental_distribute_dataset(
             shard_by_data(dataset_fn(step))))
-        writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief \
+        summaries = os.path.join(output_dir, "train")
+        writer = tf.summary.create_file_writer(summaries) if chief \
             else tf.summary.create_noop_writer()
+        logging.info("Training steps %d to %d; summaries in %s (view them with: tensorboard "
+                     "--logdir %s)", step + 1, num_train_steps, summaries, output_dir)
+        progress = _Progress(step, num_train_steps, self.progress_seconds)
         while step < num_train_steps:
             next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-            steps = min(iterations_per_loop, next_save - step, num_train_steps - step)
-            learning_rate = float(self.optimizer.learning_rate)
+            # The loops end where the original's do (iterations_per_loop, checkpoints); within
+            # one, progress is reported on a time cadence of its own.
+            steps = min(iterations_per_loop, next_save - step, num_train_steps - step,
+                        progress.steps_until_report())
             start = time.time()
             totals = {k: float(v) for k, v in
                       self._train_loop(iterator, tf.constant(steps, tf.int32)).items()}
             elapsed = time.time() - start
             step = self.global_step
-            scalars = dict(self.loop_scalars(totals, steps), learning_rate=learning_rate)
+            scalars = dict(self.loop_scalars(totals, steps),
+                           learning_rate=self.optimizer.learning_rate_at(step - 1))
             if "examples" in totals:
                 scalars["examples_per_second"] = totals["examples"] / elapsed
-            logging.info("step %d/%d: %s", step, num_train_steps,
-                         ", ".join(f"{k} {v:.5g}" for k, v in scalars.items()))
+            progress.done(steps, elapsed)
+            logging.info("step %d/%d: %s, %s", step, num_train_steps,
+                         ", ".join(f"{k} {v:.5g}" for k, v in scalars.items()),
+                         progress.timing())
             with writer.as_default(step=step):
                 for name, value in scalars.items():
                     tf.summary.scalar(name, value)
@@ -309,6 +320,38 @@ class Trainer:
             slots[f"{name}/adam_v"] = v
         name_based.save_original(self.model, path, global_step=self.global_step,
                                  extra_tensors=slots)
+
+
+class _Progress:
+    """When to report training progress (every `seconds`, the first step at once, so that a
+    run shows life as soon as its step is compiled) and the elapsed time and ETA to print."""
+
+    def __init__(self, step, total, seconds):
+        self.step, self.total, self.seconds = step, total, seconds
+        self.start = time.time()
+        self.seconds_per_step = None
+
+    def steps_until_report(self):
+        if self.seconds_per_step is None:
+            return 1
+        return max(1, int(self.seconds / max(self.seconds_per_step, 1e-9)))
+
+    def done(self, steps, elapsed):
+        first = self.seconds_per_step is None
+        self.step += steps
+        # The first step includes tracing and compiling: it says nothing about the pace.
+        self.seconds_per_step = elapsed / steps if first or steps > 1 else (
+            0.5 * self.seconds_per_step + 0.5 * elapsed / steps)
+
+    def timing(self):
+        eta = (self.total - self.step) * self.seconds_per_step
+        return f"elapsed {_clock(time.time() - self.start)}, ETA {_clock(eta)}"
+
+
+def _clock(seconds):
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
 class LossScale(tf.Module):
