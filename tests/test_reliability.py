@@ -336,3 +336,66 @@ def test_every_script_refuses_to_write_over_its_input(tmp_path, vocab, corpus, s
                  f"--init_checkpoint={tmp_path / 'none'}"]
     _one_line_error(run_script(script, *args, check=False), corpus)
     assert corpus.read_bytes() == before
+
+
+def test_workers_die_with_a_killed_parent(tmp_path, vocab):
+    import signal
+    import time
+    corpus = tmp_path / "big.txt"
+    with corpus.open("w") as writer:
+        for index in range(40000):
+            writer.write("the keeper lit the lamp and a lamp lit the keeper .\n")
+            if index % 10 == 9:
+                writer.write("\n")
+    out = tmp_path / "out.tfrecord"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "create_pretraining_data.py"), f"--input_file={corpus}",
+         f"--output_file={out}", f"--vocab_file={vocab}", "--num_workers=2", "--dupe_factor=20",
+         "--max_seq_length=32"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while len(_children(process.pid)) < 2:
+        assert process.poll() is None and time.time() < deadline, "no workers started"
+        time.sleep(0.05)
+    workers = _children(process.pid)
+    while min(_cpu_seconds(pid) for pid in workers) < 1.0:
+        assert process.poll() is None and time.time() < deadline, "the workers did no work"
+        time.sleep(0.05)  # until both are at work on their shards, as in a run killed midway
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.time() + 3
+    while any(_running(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in workers)
+    assert not out.exists()
+
+
+def _children(parent):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = pathlib.Path(f"/proc/{entry}/status").read_text()
+                command = pathlib.Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            # The pool's workers, not multiprocessing's resource tracker.
+            if (f"\nPPid:\t{parent}\n" in status and b"spawn_main" in command
+                    and _running(int(entry))):
+                found.append(int(entry))
+    return found
+
+
+def _cpu_seconds(pid):
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _running(pid):
+    try:
+        state = pathlib.Path(f"/proc/{pid}/status").read_text().split("\nState:\t", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
