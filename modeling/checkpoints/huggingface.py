@@ -22,6 +22,7 @@ from safetensors.numpy import save as safetensors_bytes
 
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface_config
+from modeling.encoder.bert_model import POOLER
 from modeling.encoder.config import BertConfig, read_json_object
 
 # The heads that read the pooler: their weights must have it.
@@ -482,12 +483,12 @@ def original_to_hf(ckpt_path, hf_dir, config, vocab_file, architecture=None,
     if architecture is not None and found != architecture:
         raise ValueError(f"{ckpt_path} holds the weights of {found}, not of {architecture}")
     if found not in _POOLED:
-        skipped += sorted(present.intersection(name_based.POOLER))
-        present -= set(name_based.POOLER)
+        skipped += sorted(present.intersection(POOLER))
+        present -= set(POOLER)
     num_labels = (reader.get_variable_to_shape_map()["output_weights"][0]
                   if "output_weights" in present else None)
     expected = tensor_names(config, found, num_labels,
-                            pooler=found in _READ_POOLER or name_based.POOLER[0] in present)
+                            pooler=found in _READ_POOLER or POOLER[0] in present)
     tensors = {name: reader.get_tensor(name) for name in present}
     matched = _match(expected, tensors, "original", ckpt_path, f"{found} of the config")
     weights = {name.hf: np.ascontiguousarray(value.T) if name.transpose else value

@@ -13,11 +13,6 @@ from absl import logging
 # Training state the original writes beside the weights; never part of a model.
 _OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
 
-# Hugging Face's masked-LM, token-classification and question-answering models have no pooler,
-# so checkpoints converted from them lack these. The tasks load them as optional: the span and
-# token heads never read the pooler; the classifiers start it at random, as transformers does.
-POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
 
 @dataclasses.dataclass
 class LoadResult:

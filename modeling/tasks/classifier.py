@@ -5,7 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from modeling.checkpoints import name_based
+from modeling import heads
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
 from modeling.training import input_pipeline
@@ -16,8 +16,6 @@ class ClassifierTrainer(Trainer):
     """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
     the global batch; the head starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    # A pooler too: converted Hugging Face masked-LM models have none (name_based.POOLER).
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
 
     def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
         self.num_labels, self.regression = num_labels, regression
@@ -27,15 +25,18 @@ class ClassifierTrainer(Trainer):
         return BertClassifier(config, self.num_labels, self.regression)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
         if self.regression:
+            loss, per_example = heads.regression_loss(outputs["predictions"],
+                                                      batch["label_ids"], global_batch)
             correct = tf.constant(0.0)
         else:
+            loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                          batch["label_ids"], global_batch)
             predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
             correct = tf.reduce_sum(tf.cast(
                 tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
-        return tf.reduce_sum(per_example) / global_batch, {
-            "correct": correct, "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+        return loss, {"correct": correct,
+                      "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
     def loop_scalars(self, totals, steps):
         scalars = {"loss": totals["loss"] / steps}

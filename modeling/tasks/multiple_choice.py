@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from modeling.checkpoints import name_based
+from modeling import heads
 from modeling.data.multiple_choice import NUM_CHOICES
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.training import input_pipeline
@@ -13,17 +13,16 @@ class MultipleChoiceTrainer(Trainer):
     """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
     batch; the scoring vector starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    # A pooler too: converted Hugging Face masked-LM models have none (name_based.POOLER).
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
 
     def build_model(self, config):
         return BertMultipleChoice(config)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
+        loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                      batch["label_ids"], global_batch)
         predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
         labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
-        return tf.reduce_sum(per_example) / global_batch, {
+        return loss, {
             "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 

@@ -2,7 +2,7 @@
 the global batch's labelled sub-tokens, the input pipeline, and per-token predictions."""
 import tensorflow as tf
 
-from modeling.checkpoints import name_based
+from modeling import heads
 from modeling.models.ner import BertTokenClassifier
 from modeling.training import input_pipeline
 from modeling.training.trainer import SUM, Trainer
@@ -12,9 +12,6 @@ class TokenClassifierTrainer(Trainer):
     """Trains `BertTokenClassifier`: cross-entropy at each word's first sub-token, divided by
     the number of such tokens in the global batch (so N replicas equal one device)."""
     METRICS = ("loss", "correct", "weight")
-    # The pooler feeds nothing here; Hugging Face's token classifiers have none.
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
-    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def __init__(self, strategy, config, num_labels, *args, **kwargs):
         self.num_labels = num_labels
@@ -28,12 +25,14 @@ class TokenClassifierTrainer(Trainer):
         return (context.all_reduce(SUM, tf.reduce_sum(batch["label_weights"])),)
 
     def replica_loss(self, outputs, batch, global_weight):
+        loss, _ = heads.token_classification_loss(
+            outputs["log_probabilities"], batch["label_ids"], batch["label_weights"],
+            global_weight)
         weights = tf.cast(batch["label_weights"], tf.float32)
         correct = tf.cast(tf.equal(outputs["predictions"],
                                    tf.cast(batch["label_ids"], tf.int32)), tf.float32)
-        return (tf.reduce_sum(outputs["per_token_loss"]) / tf.maximum(global_weight, 1.0),
-                {"correct": tf.reduce_sum(correct * weights),
-                 "weight": tf.reduce_sum(weights)})
+        return loss, {"correct": tf.reduce_sum(correct * weights),
+                      "weight": tf.reduce_sum(weights)}
 
     def loop_scalars(self, totals, steps):
         return {"loss": totals["loss"] / steps,

@@ -1,9 +1,8 @@
 """Pre-training: the masked-LM and next-sentence losses and metrics on the shared `Trainer`."""
 import tensorflow as tf
 
-from modeling.checkpoints import name_based
+from modeling import heads
 from modeling.data import pretraining_pipeline
-from modeling.heads import MASKED_LM_LOSS_EPSILON
 from modeling.models.pretraining import BertPretrainer
 from modeling.training.trainer import SUM, Trainer, shard_by_data
 
@@ -16,11 +15,6 @@ class Pretrainer(Trainer):
     """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
                "nsp_correct", "nsp_loss_sum", "examples")
-
-    # A converted Hugging Face masked-LM model has neither pooler nor next-sentence head;
-    # they start at random, as transformers starts them in BertForPreTraining.
-    OPTIONAL_VARIABLES = name_based.POOLER + ("cls/seq_relationship/output_weights",
-                                              "cls/seq_relationship/output_bias")
 
     def build_model(self, config):
         return BertPretrainer(config)
@@ -35,9 +29,10 @@ class Pretrainer(Trainer):
     def replica_loss(self, outputs, batch, global_weight, global_batch):
         """This replica's share of the global losses, and its metric counts."""
         weights = batch["masked_lm_weights"]
-        mlm_loss = (tf.reduce_sum(weights * outputs["masked_lm_example_loss"])
-                    / (global_weight + MASKED_LM_LOSS_EPSILON))
-        nsp_loss = tf.reduce_sum(outputs["next_sentence_example_loss"]) / global_batch
+        mlm_loss, mlm_example_loss = heads.masked_lm_loss(
+            outputs["masked_lm_log_probs"], batch["masked_lm_ids"], weights, global_weight)
+        nsp_loss, nsp_example_loss = heads.classification_loss(
+            outputs["next_sentence_log_probs"], batch["next_sentence_labels"], global_batch)
         mlm_predictions = tf.argmax(outputs["masked_lm_log_probs"], -1, output_type=tf.int32)
         nsp_predictions = tf.argmax(outputs["next_sentence_log_probs"], -1, output_type=tf.int32)
         labels = tf.reshape(batch["next_sentence_labels"], [-1])
@@ -47,9 +42,9 @@ class Pretrainer(Trainer):
             "mlm_correct": tf.reduce_sum(weights * tf.cast(
                 tf.equal(mlm_predictions, batch["masked_lm_ids"]), tf.float32)),
             "mlm_weight": tf.reduce_sum(weights),
-            "mlm_loss_sum": tf.reduce_sum(weights * outputs["masked_lm_example_loss"]),
+            "mlm_loss_sum": tf.reduce_sum(weights * mlm_example_loss),
             "nsp_correct": tf.reduce_sum(tf.cast(tf.equal(nsp_predictions, labels), tf.float32)),
-            "nsp_loss_sum": tf.reduce_sum(outputs["next_sentence_example_loss"]),
+            "nsp_loss_sum": tf.reduce_sum(nsp_example_loss),
             "examples": tf.cast(tf.shape(labels)[0], tf.float32),
         }
         return mlm_loss + nsp_loss, counts

@@ -2,7 +2,7 @@
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
 import tensorflow as tf
 
-from modeling.checkpoints import name_based
+from modeling import heads
 from modeling.models.squad import BertSpanModel
 from modeling.training import input_pipeline
 from modeling.training.trainer import Trainer
@@ -12,16 +12,15 @@ class SquadTrainer(Trainer):
     """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
     batch; the span head starts random unless the checkpoint has it."""
     METRICS = ("loss", "examples")
-    # The pooler feeds nothing here; Hugging Face's question-answering models have none.
-    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias") + name_based.POOLER
-    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def build_model(self, config):
         return BertSpanModel(config)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
-        return tf.reduce_sum(per_example) / global_batch, {
+        loss, per_example = heads.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                            batch["start_positions"], batch["end_positions"],
+                                            global_batch)
+        return loss, {
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
 
