@@ -8,7 +8,6 @@ import tensorflow as tf
 
 from modeling.data import pretraining
 from modeling.data import pretraining_pipeline
-from modeling.data import records
 from modeling.text import tokenization
 from scripts import run_script
 
@@ -110,20 +109,6 @@ def test_lines_split_like_the_original_reader(tmp_path):
     # VT and U+0085 are control characters, dropped inside the word ("de"); "\u00a0" alone
     # strips to nothing: a document break, as in the original.
     assert pretraining.read_documents(lines, tokenizer) == [[[5], [6], [7]], [[8]]]
-
-
-def test_our_framing_is_tensorflows(tmp_path):
-    path = tmp_path / "x.tfrecord"
-    payloads = [b"", b"abc", bytes(range(256)) * 40]
-    with open(path, "wb") as writer:
-        for payload in payloads:
-            writer.write(records.frame(payload))
-    assert list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator()) == payloads
-    assert list(records.read_records(path)) == payloads
-    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
-        for payload in payloads:
-            writer.write(payload)
-    assert (tmp_path / "tf.tfrecord").read_bytes() == path.read_bytes()
 
 
 def test_the_same_calls_as_python_random(refs):

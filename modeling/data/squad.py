@@ -26,6 +26,19 @@ _FIRST_UNIQUE_ID = 1000000000
 _DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
 
 
+def record_schema(is_training):
+    """The original's record of one window: `FeatureWriter` writes it, `modeling.tasks.squad`
+    reads it. The answer positions only when training."""
+    features = {"unique_ids": records.int64s(),
+                "input_ids": records.int64s("max_seq_length"),
+                "input_mask": records.int64s("max_seq_length"),
+                "segment_ids": records.int64s("max_seq_length")}
+    if is_training:
+        features.update(start_positions=records.int64s(), end_positions=records.int64s(),
+                        is_impossible=records.int64s())
+    return records.Schema(**features)
+
+
 @dataclasses.dataclass
 class SquadExample:
     """One question about one context.
@@ -374,8 +387,8 @@ class FeatureWriter:
 
     Each record holds int64 features `unique_ids` [1], `input_ids`, `input_mask` and
     `segment_ids` [max_seq_length], and when training `start_positions`, `end_positions` and
-    `is_impossible` (0 or 1) [1]. Records go to a temporary file, renamed to `filename` by
-    `close()`, so that a crash never leaves a partial file under the final name.
+    `is_impossible` (0 or 1) [1] (`record_schema`). Records go to a temporary file, renamed to
+    `filename` by `close()`, so that a crash never leaves a partial file under the final name.
 
     Attributes:
       filename: str, the final path.
@@ -391,33 +404,35 @@ class FeatureWriter:
         self.filename = filename
         self.is_training = is_training
         self.num_features = 0
+        self._encoder = None  # for the first feature's max_seq_length; the others must have it
         self._varints = records.VarintTable(self._TABLE_SIZE)
         self._temp = f"{filename}.tmp-{os.getpid()}"
         self._writer = open(self._temp, "wb")
 
     def _int64s(self, values):
         try:
-            packed = self._varints.encode(values)
+            return self._varints.encode(values)
         except IndexError:  # the unique id, or an id beyond the table
-            packed = b"".join(records.varint(value) for value in values)
-        return records.int64_feature(packed)
+            return b"".join(records.varint(value) for value in values)
 
     def process_feature(self, feature):
         """Writes one `InputFeatures` (usable as `convert_examples_to_features`'s output_fn)."""
         self.num_features += 1
-        features = [
-            ("unique_ids", self._int64s([feature.unique_id])),
-            ("input_ids", self._int64s(feature.input_ids)),
-            ("input_mask", self._int64s(feature.input_mask)),
-            ("segment_ids", self._int64s(feature.segment_ids)),
-        ]
+        if self._encoder is None:
+            self._encoder = record_schema(self.is_training).encoder(
+                max_seq_length=len(feature.input_ids))
+        values = {
+            "unique_ids": self._int64s([feature.unique_id]),
+            "input_ids": self._int64s(feature.input_ids),
+            "input_mask": self._int64s(feature.input_mask),
+            "segment_ids": self._int64s(feature.segment_ids),
+        }
         if self.is_training:
-            features += [
-                ("start_positions", self._int64s([feature.start_position])),
-                ("end_positions", self._int64s([feature.end_position])),
-                ("is_impossible", self._int64s([int(bool(feature.is_impossible))])),
-            ]
-        self._writer.write(records.frame(records.example(features)))
+            values.update(
+                start_positions=self._int64s([feature.start_position]),
+                end_positions=self._int64s([feature.end_position]),
+                is_impossible=self._int64s([int(bool(feature.is_impossible))]))
+        self._writer.write(records.frame(self._encoder.serialize(values)))
 
     def close(self):
         """Finishes the file and moves it to `filename`."""

@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import heads
+from modeling.data import classifier as classifier_data
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
 from modeling.training import input_pipeline
@@ -45,24 +46,14 @@ class ClassifierTrainer(Trainer):
         return scalars
 
 
-def feature_spec(max_seq_length, regression):
-    ints = tf.io.FixedLenFeature
-    return {
-        "input_ids": ints([max_seq_length], tf.int64),
-        "input_mask": ints([max_seq_length], tf.int64),
-        "segment_ids": ints([max_seq_length], tf.int64),
-        "label_ids": ints([], tf.float32 if regression else tf.int64),
-        "is_real_example": ints([], tf.int64),
-    }
-
-
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
                        drop_remainder=False, seed=12345, skip_batches=0):
-    """Batches of `classifier_data.write_features` records, keyed as `BertClassifier`'s
+    """Batches of `data.classifier.write_features` records, keyed as `BertClassifier`'s
     inputs (see `input_pipeline.record_batches`)."""
-    return input_pipeline.record_batches(
-        path, feature_spec(max_seq_length, regression), input_pipeline.int32_inputs, batch_size,
-        is_training, drop_remainder, seed, skip_batches)
+    spec = input_pipeline.parse_spec(classifier_data.record_schema(regression),
+                                     max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
+                                         is_training, drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset, batch_size, task_name):

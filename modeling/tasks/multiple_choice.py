@@ -3,7 +3,7 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import heads
-from modeling.data.multiple_choice import NUM_CHOICES
+from modeling.data import multiple_choice as multiple_choice_data
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.training import input_pipeline
 from modeling.training.trainer import Trainer
@@ -33,23 +33,18 @@ class MultipleChoiceTrainer(Trainer):
 
 def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
                  seed=12345, skip_batches=0):
-    """Batches of `multiple_choice_data.write_features` records: int32 [B, 4, T] model
+    """Batches of `data.multiple_choice.write_features` records: int32 [B, 4, T] model
     inputs, `label_ids` [B] and `is_real_example` [B] (see `input_pipeline.record_batches`)."""
-    choices = NUM_CHOICES * max_seq_length
-    spec = {name: tf.io.FixedLenFeature([choices], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids")}
-    spec.update(label_ids=tf.io.FixedLenFeature([1], tf.int64),
-                is_real_example=tf.io.FixedLenFeature([1], tf.int64))
+    spec = input_pipeline.parse_spec(multiple_choice_data.RECORD_SCHEMA,
+                                     max_seq_length=max_seq_length)
 
     def to_inputs(features):
         inputs = input_pipeline.int32_inputs(features)
-        for name in ("input_ids", "input_mask", "token_type_ids"):
-            inputs[name] = tf.reshape(inputs[name], [-1, NUM_CHOICES, max_seq_length])
         for name in ("label_ids", "is_real_example"):
             inputs[name] = inputs[name][:, 0]
         return inputs
     return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
-                                     drop_remainder, seed, skip_batches)
+                                         drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset):

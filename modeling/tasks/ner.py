@@ -3,6 +3,7 @@ the global batch's labelled sub-tokens, the input pipeline, and per-token predic
 import tensorflow as tf
 
 from modeling import heads
+from modeling.data import ner as ner_data
 from modeling.models.ner import BertTokenClassifier
 from modeling.training import input_pipeline
 from modeling.training.trainer import SUM, Trainer
@@ -39,20 +40,12 @@ class TokenClassifierTrainer(Trainer):
                 "token_accuracy": totals["correct"] / max(totals["weight"], 1.0)}
 
 
-def feature_spec(max_seq_length):
-    ints = tf.io.FixedLenFeature
-    return {name: ints([max_seq_length], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "word_ids")} | {
-        "label_weights": ints([max_seq_length], tf.float32),
-        "sentence_index": ints([1], tf.int64)}
-
-
 def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `ner_data.write_features` windows, keyed as `BertTokenClassifier`'s inputs
+    """Batches of `data.ner.write_features` windows, keyed as `BertTokenClassifier`'s inputs
     (see `input_pipeline.record_batches`)."""
-    return input_pipeline.record_batches(path, feature_spec(max_seq_length),
-                                     input_pipeline.int32_inputs, batch_size, is_training,
-                                     seed=seed, skip_batches=skip_batches)
+    spec = input_pipeline.parse_spec(ner_data.RECORD_SCHEMA, max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
+                                         is_training, seed=seed, skip_batches=skip_batches)
 
 
 def predict_windows(trainer, dataset):

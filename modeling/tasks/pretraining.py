@@ -2,8 +2,10 @@
 import tensorflow as tf
 
 from modeling import heads
+from modeling.data import pretraining as pretraining_data
 from modeling.data import pretraining_pipeline
 from modeling.models.pretraining import BertPretrainer
+from modeling.training import input_pipeline
 from modeling.training.trainer import SUM, Trainer, shard_by_data
 
 
@@ -89,22 +91,6 @@ class Pretrainer(Trainer):
         }
 
 
-SHUFFLE_BUFFER = 100  # records, as the original
-
-
-def feature_spec(max_seq_length, max_predictions_per_seq):
-    ints = tf.io.FixedLenFeature
-    return {
-        "input_ids": ints([max_seq_length], tf.int64),
-        "input_mask": ints([max_seq_length], tf.int64),
-        "segment_ids": ints([max_seq_length], tf.int64),
-        "masked_lm_positions": ints([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": ints([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": ints([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": ints([1], tf.int64),
-    }
-
-
 def expand_files(input_file):
     """Comma-separated files or globs -> paths, local or remote (gs://...)."""
     return pretraining_pipeline.expand_input_patterns(input_file, tf.io.gfile.glob)
@@ -116,11 +102,13 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
     Raises:
       ValueError: naming the file, the feature and the value that does not fit.
     """
-    sequence = (max_seq_length, "--max_seq_length")
-    predictions = (max_predictions_per_seq, "--max_predictions_per_seq")
-    expected = {"input_ids": sequence, "input_mask": sequence, "segment_ids": sequence,
-                "masked_lm_positions": predictions, "masked_lm_ids": predictions,
-                "masked_lm_weights": predictions, "next_sentence_labels": (1, "the format")}
+    schema = pretraining_data.RECORD_SCHEMA
+    shapes = schema.shapes(max_seq_length=max_seq_length,
+                           max_predictions_per_seq=max_predictions_per_seq)
+    expected = {}  # name -> (length, what says so: the flag named as the size, or the format)
+    for name, feature in schema.features.items():
+        (dim,) = feature.shape  # each is 1-D
+        expected[name] = (shapes[name][1][0], f"--{dim}" if isinstance(dim, str) else "the format")
     for path in paths:
         count = 0
         for raw in tf.data.TFRecordDataset(path).take(records):
@@ -151,23 +139,21 @@ def pretraining_dataset(paths, batch_size, max_seq_length, max_predictions_per_s
     skips the `skip_batches` batches it has already trained on and sees the same data as an
     uninterrupted one. Evaluation: files in order, once, with a last partial batch.
     """
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    spec = input_pipeline.parse_spec(pretraining_data.RECORD_SCHEMA,
+                                     max_seq_length=max_seq_length,
+                                     max_predictions_per_seq=max_predictions_per_seq)
     if is_training:
         files = tf.data.Dataset.from_tensor_slices(paths).repeat()
         files = files.shuffle(len(paths), seed=seed)
         records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(paths)),
                                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        records = records.shuffle(SHUFFLE_BUFFER, seed=seed + 1)
+        records = records.shuffle(input_pipeline.SHUFFLE_BUFFER, seed=seed + 1)
         records = records.skip(skip_batches * batch_size)
         batches = records.batch(batch_size, drop_remainder=True)
     else:
         batches = tf.data.TFRecordDataset(paths).batch(batch_size)
 
     def parse(serialized):
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                  for name, value in features.items()}
-        inputs["token_type_ids"] = inputs.pop("segment_ids")
-        return inputs
+        return input_pipeline.int32_inputs(tf.io.parse_example(serialized, spec))
 
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from modeling import heads
+from modeling.data import squad as squad_data
 from modeling.models.squad import BertSpanModel
 from modeling.training import input_pipeline
 from modeling.training.trainer import Trainer
@@ -24,27 +25,16 @@ class SquadTrainer(Trainer):
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
 
-def feature_spec(max_seq_length, is_training):
-    ints = tf.io.FixedLenFeature
-    spec = {"unique_ids": ints([], tf.int64),
-            "input_ids": ints([max_seq_length], tf.int64),
-            "input_mask": ints([max_seq_length], tf.int64),
-            "segment_ids": ints([max_seq_length], tf.int64)}
-    if is_training:
-        spec.update(start_positions=ints([], tf.int64), end_positions=ints([], tf.int64),
-                    is_impossible=ints([], tf.int64))
-    return spec
-
-
 def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `squad_data.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
+    """Batches of `data.squad.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
     `input_pipeline.record_batches`); `unique_ids` stay int64."""
     def to_inputs(features):
         unique_ids = features.pop("unique_ids")
         return dict(input_pipeline.int32_inputs(features), unique_ids=unique_ids)
-    return input_pipeline.record_batches(path, feature_spec(max_seq_length, is_training),
-                                     to_inputs, batch_size, is_training, seed=seed,
-                                     skip_batches=skip_batches)
+    spec = input_pipeline.parse_spec(squad_data.record_schema(is_training),
+                                     max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
+                                         seed=seed, skip_batches=skip_batches)
 
 
 def predict_logits(trainer, dataset):
