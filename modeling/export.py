@@ -11,6 +11,7 @@ import time
 
 import tensorflow as tf
 
+from modeling import files
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 LABELS_ASSET = "labels.txt"
@@ -175,9 +176,9 @@ def save_versioned(module, export_dir):
     while tf.io.gfile.exists(os.path.join(export_dir, str(version))):
         version += 1
     final = os.path.join(export_dir, str(version))
-    temp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    tf.saved_model.save(module, temp, signatures=module.signatures())
-    tf.io.gfile.rename(temp, final)
+    # Written as <version>.tmp-<pid>, a name TF Serving does not take for a version.
+    with files.atomic_path(final) as temp:
+        tf.saved_model.save(module, temp, signatures=module.signatures())
     return final
 
 

@@ -20,6 +20,7 @@ from absl import logging
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as safetensors_bytes
 
+from modeling import files
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface_config
 from modeling.encoder.bert_model import POOLER
@@ -361,10 +362,8 @@ def _check_not_into(output_dir, input_paths, flag):
 
 
 def _write_file_atomically(path, data):
-    temp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temp, "wb") as writer:
+    with files.atomic_write(path, "wb") as writer:
         writer.write(data)
-    tf.io.gfile.rename(temp, path, overwrite=True)
 
 
 def hf_to_original(hf_dir, ckpt_path, gelu="exact"):

@@ -10,6 +10,8 @@ import re
 import tensorflow as tf
 from absl import logging
 
+from modeling import files
+
 # Training state the original writes beside the weights; never part of a model.
 _OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
 
@@ -143,21 +145,35 @@ def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
 
 def write_tensors(tensors, ckpt_path):
     """Writes a dict of name -> tensor (variable, Tensor or NumPy array) as an original
-    checkpoint, atomically, in the dict's order (sorted names give the original Saver's bytes).
+    checkpoint, as atomically as two files allow, in the dict's order (sorted names give the
+    original Saver's bytes).
 
-    Data first, index last, each renamed from a temporary name: a reader finds the index only
-    when the data is complete.
+    A checkpoint is a pair, `<ckpt_path>.index` and its `.data-*` shard, that no rename
+    replaces at once; the index holds the offsets of each tensor in the data. Both are written
+    under a temporary prefix (`files.temp_path`), then: an old index at `ckpt_path` is removed,
+    the data renamed over the old data, the index renamed last, and the directory's
+    `checkpoint` state file written after them. A run killed in between leaves no index (a
+    checkpoint that is not found, as if never written), never an old index beside new data,
+    which would read as wrong tensors; a reader that finds the index, or the state file naming
+    the prefix, finds complete files.
     """
     names = list(tensors)
     values = [tf.convert_to_tensor(getattr(tensors[name], "value", tensors[name]))
               for name in names]
     directory = os.path.dirname(ckpt_path) or "."
     tf.io.gfile.makedirs(directory)
-    temp_prefix = f"{ckpt_path}.tmp-{os.getpid()}"
-    tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=values)
-    for suffix in (".data-00000-of-00001", ".index"):
-        tf.io.gfile.rename(temp_prefix + suffix, ckpt_path + suffix, overwrite=True)
+    temp_prefix = files.temp_path(ckpt_path)
+    try:
+        tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=values)
+        if tf.io.gfile.exists(ckpt_path + ".index"):
+            tf.io.gfile.remove(ckpt_path + ".index")
+        for data in tf.io.gfile.glob(temp_prefix + ".data-*"):
+            files.replace(data, ckpt_path + data[len(temp_prefix):])
+        files.replace(temp_prefix + ".index", ckpt_path + ".index")
+    finally:
+        for leftover in tf.io.gfile.glob(temp_prefix + ".*"):  # of a failed write
+            files.remove_quietly(leftover)
     _write_state_file(directory, os.path.basename(ckpt_path))
 
 
@@ -171,10 +187,8 @@ def _write_state_file(directory, basename):
     """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` reads."""
     state = (f'model_checkpoint_path: "{basename}"\n'
              f'all_model_checkpoint_paths: "{basename}"\n')
-    state_path = os.path.join(directory, "checkpoint")
-    with tf.io.gfile.GFile(state_path + ".tmp", "w") as writer:
+    with files.atomic_write(os.path.join(directory, "checkpoint")) as writer:
         writer.write(state)
-    tf.io.gfile.rename(state_path + ".tmp", state_path, overwrite=True)
 
 
 def model_for_checkpoint(config, ckpt_path):
@@ -236,11 +250,10 @@ def _save_keras_atomically(model, output_path):
             break
     else:
         raise ValueError(f"{output_path}: the output must end in .keras or .weights.h5")
-    directory = os.path.dirname(output_path) or "."
-    tf.io.gfile.makedirs(directory)
-    temp_path = f"{output_path[:-len(suffix)]}.tmp-{os.getpid()}{suffix}"
-    if suffix == ".keras":
-        model.save(temp_path)
-    else:
-        model.save_weights(temp_path)
-    tf.io.gfile.rename(temp_path, output_path, overwrite=True)
+    tf.io.gfile.makedirs(os.path.dirname(output_path) or ".")
+    # Keras insists on the suffix: the temporary file is <name>.tmp-<pid><suffix>.
+    with files.atomic_path(output_path, suffix=suffix) as temp:
+        if suffix == ".keras":
+            model.save(temp)
+        else:
+            model.save_weights(temp)

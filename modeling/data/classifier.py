@@ -6,6 +6,7 @@ No TensorFlow is imported here (nor by the modules it uses).
 import dataclasses
 import os
 
+from modeling import files
 from modeling.data import records, text
 
 
@@ -237,8 +238,7 @@ def write_features(examples, label_list, max_seq_length, tokenizer, output_file)
     varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, 2))
     regression = not label_list
     encoder = record_schema(regression).encoder(max_seq_length=max_seq_length)
-    temp = f"{output_file}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    with files.atomic_write(output_file, "wb") as writer:
         for example in examples:
             features = convert_single_example(example, label_list, max_seq_length, tokenizer)
             writer.write(records.frame(encoder.serialize({
@@ -249,5 +249,4 @@ def write_features(examples, label_list, max_seq_length, tokenizer, output_file)
                               else varints.encode([features.label_id])),
                 "is_real_example": varints.encode([int(features.is_real_example)]),
             })))
-    os.replace(temp, output_file)
     return len(examples)

@@ -6,8 +6,8 @@ No TensorFlow is imported here.
 """
 import csv
 import dataclasses
-import os
 
+from modeling import files
 from modeling.data import records, text
 
 NUM_CHOICES = 4
@@ -148,8 +148,7 @@ def write_features(examples, max_seq_length, tokenizer, path):
     """
     varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, NUM_CHOICES))
     encoder = RECORD_SCHEMA.encoder(max_seq_length=max_seq_length)
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    with files.atomic_write(path, "wb") as writer:
         for example in examples:
             features = convert_example(example, max_seq_length, tokenizer)
             values = {name: varints.encode([value for row in getattr(features, name)
@@ -158,7 +157,6 @@ def write_features(examples, max_seq_length, tokenizer, path):
             values.update(label_ids=varints.encode([features.label]),
                           is_real_example=varints.encode([int(features.is_real_example)]))
             writer.write(records.frame(encoder.serialize(values)))
-    os.replace(temp, path)
     return len(examples)
 
 
@@ -177,8 +175,6 @@ def write_predictions(examples, probabilities, path):
         if len(row) != NUM_CHOICES:
             raise ValueError(f"example {example.example_id}: {len(row)} probabilities, "
                              f"expected {NUM_CHOICES}")
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as writer:
+    with files.atomic_write(path) as writer:
         for example, row in zip(examples, probabilities):
             writer.write("\t".join([example.example_id] + [str(value) for value in row]) + "\n")
-    os.replace(temp, path)

@@ -26,6 +26,7 @@ No TensorFlow is imported here.
 import dataclasses
 import os
 
+from modeling import files
 from modeling.data import records
 
 SCHEMES = ("auto", "iob1", "iob2")
@@ -337,8 +338,7 @@ def write_features(features, output_file):
     `input_mask`, `segment_ids`, `label_ids` and `word_ids` [S], float `label_weights` [S],
     and int64 `sentence_index` [1].
     """
-    temp = f"{output_file}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    with files.atomic_write(output_file, "wb") as writer:
         encoder = None
         for feature in features:
             if encoder is None:
@@ -352,7 +352,6 @@ def write_features(features, output_file):
                 "word_ids": _int64s(feature.word_ids),
                 "sentence_index": _int64s([feature.sentence_index]),
             })))
-    os.replace(temp, output_file)
     return len(features)
 
 
@@ -401,11 +400,9 @@ def write_predictions(sentences, predicted_tags, path):
         if len(tags) != len(sentence.lines):
             raise ValueError(f"Sentence {index} ({sentence.where(0)}) has "
                              f"{len(sentence.lines)} words but {len(tags)} predicted tags")
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as writer:
+    with files.atomic_write(path) as writer:
         for sentence, tags in zip(sentences, predicted_tags):
             for line, tag in zip(sentence.lines, tags):
                 separator = "\t" if "\t" in line else " "
                 writer.write(f"{line}{separator}{tag}\n")
             writer.write("\n")
-    os.replace(temp, path)

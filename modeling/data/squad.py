@@ -12,10 +12,10 @@ No TensorFlow is imported here.
 import collections
 import dataclasses
 import json
-import os
 
 from absl import logging
 
+from modeling import files
 from modeling.data import records
 from modeling.text import tokenization
 
@@ -406,7 +406,7 @@ class FeatureWriter:
         self.num_features = 0
         self._encoder = None  # for the first feature's max_seq_length; the others must have it
         self._varints = records.VarintTable(self._TABLE_SIZE)
-        self._temp = f"{filename}.tmp-{os.getpid()}"
+        self._temp = files.temp_path(filename)
         self._writer = open(self._temp, "wb")
 
     def _int64s(self, values):
@@ -437,4 +437,4 @@ class FeatureWriter:
     def close(self):
         """Finishes the file and moves it to `filename`."""
         self._writer.close()
-        os.replace(self._temp, self.filename)
+        files.replace(self._temp, self.filename)

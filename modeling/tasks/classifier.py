@@ -1,11 +1,9 @@
 """Fine-tuning and evaluating a `BertClassifier` as the original `run_classifier.py`, on any
 `tf.distribute` strategy: its input pipeline, loss, metrics and output files."""
-import os
-
 import numpy as np
 import tensorflow as tf
 
-from modeling import heads
+from modeling import files, heads
 from modeling.data import classifier as classifier_data
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
@@ -96,8 +94,6 @@ def predict(trainer, dataset):
 
 def write_test_results(values, path):
     """The original's test_results.tsv: one line per example, its values tab-separated."""
-    temp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temp, "w") as writer:
+    with files.atomic_write(path) as writer:
         for row in values:
             writer.write("\t".join(str(value) for value in row) + "\n")
-    tf.io.gfile.rename(temp, path, overwrite=True)
