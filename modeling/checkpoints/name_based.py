@@ -1,7 +1,7 @@
 """Original TF1 name-based checkpoints (`bert_model.ckpt`) in and out, strictly.
 
 A variable's Keras `path` is its original checkpoint name, so loading is a plain copy by name:
-nothing is renamed or transposed.
+nothing is renamed or transposed. This module knows no model class (`keras_files` picks one).
 """
 import dataclasses
 import os
@@ -189,71 +189,3 @@ def _write_state_file(directory, basename):
              f'all_model_checkpoint_paths: "{basename}"\n')
     with files.atomic_write(os.path.join(directory, "checkpoint")) as writer:
         writer.write(state)
-
-
-def model_for_checkpoint(config, ckpt_path):
-    """A `BertPretrainer` when the checkpoint carries the pre-training heads, else a `BertModel`.
-
-    Imported here, not at the top: the model modules do not depend on this one.
-    """
-    from modeling.encoder.bert_model import BertModel
-    from modeling.models.pretraining import BertPretrainer
-    names = tf.train.load_checkpoint(resolve_checkpoint(ckpt_path)).get_variable_to_shape_map()
-    has_heads = any(name.startswith("cls/") for name in names)
-    return BertPretrainer(config) if has_heads else BertModel(config)
-
-
-def to_keras_file(config, ckpt_path, output_path):
-    """Converts an original checkpoint to a `.keras` model or `.weights.h5` file, atomically.
-
-    Returns:
-      The `LoadResult` of reading the checkpoint.
-    """
-    model = model_for_checkpoint(config, ckpt_path)
-    result = load_original(model, ckpt_path)
-    _save_keras_atomically(model, output_path)
-    return result
-
-
-def from_keras_file(input_path, ckpt_path, config=None):
-    """Converts a `.keras` file, or a `.weights.h5` file plus its config, to an original checkpoint.
-
-    A `.weights.h5` file is tried with the pre-training heads first, then as a bare encoder.
-    """
-    import keras
-    from modeling.encoder.bert_model import BertModel
-    from modeling.models.pretraining import BertPretrainer
-    if input_path.endswith(".keras"):
-        model = keras.saving.load_model(input_path)
-    elif input_path.endswith(".weights.h5"):
-        if config is None:
-            raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
-        errors = []
-        for model_class in (BertPretrainer, BertModel):
-            model = model_class(config)
-            try:
-                model.load_weights(input_path)
-                break
-            except ValueError as error:
-                errors.append(f"as {model_class.__name__}: {error}")
-        else:
-            raise ValueError(f"{input_path} does not fit the config: " + " | ".join(errors))
-    else:
-        raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
-    save_original(model, ckpt_path)
-    return model
-
-
-def _save_keras_atomically(model, output_path):
-    for suffix in (".weights.h5", ".keras"):
-        if output_path.endswith(suffix):
-            break
-    else:
-        raise ValueError(f"{output_path}: the output must end in .keras or .weights.h5")
-    tf.io.gfile.makedirs(os.path.dirname(output_path) or ".")
-    # Keras insists on the suffix: the temporary file is <name>.tmp-<pid><suffix>.
-    with files.atomic_path(output_path, suffix=suffix) as temp:
-        if suffix == ".keras":
-            model.save(temp)
-        else:
-            model.save_weights(temp)
