@@ -12,6 +12,7 @@ import time
 import tensorflow as tf
 
 from modeling import files
+from modeling.data import squad as squad_data
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 LABELS_ASSET = "labels.txt"
@@ -234,7 +235,7 @@ class SquadExport(ServingModule):
         tokenizer = self.tokenizer
         query = tokenizer(question)[:, :self.max_query_length]
         ids, word_starts, word_limits = tokenizer.tokenize_with_word_offsets(context)
-        budget = self.max_seq_length - 3 - query.row_lengths()
+        budget = squad_data.max_tokens_for_doc(self.max_seq_length, query.row_lengths())
         kept = tf.minimum(ids.row_lengths(), budget)  # [B] context tokens in the window
         window = tf.ragged.range(tf.zeros_like(kept), kept)
         document = tf.gather(ids, window, batch_dims=1)
@@ -250,7 +251,7 @@ class SquadExport(ServingModule):
         start, end = logits["start_logits"], logits["end_logits"]  # [B, T]
 
         # Every (start, end) pair inside the document window, end >= start, short enough.
-        offset = query.row_lengths() + 2  # [B] position of the first document token
+        offset = squad_data.doc_offset(query.row_lengths())  # [B] the first document token
         positions = tf.range(tf.shape(input_ids, out_type=tf.int64)[1])
         inside = ((positions[tf.newaxis] >= offset[:, tf.newaxis])
                   & (positions[tf.newaxis] < (offset + kept)[:, tf.newaxis]))  # [B, T]

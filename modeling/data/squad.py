@@ -26,6 +26,17 @@ _FIRST_UNIQUE_ID = 1000000000
 _DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
 
 
+def max_tokens_for_doc(max_seq_length, query_length):
+    """How many context pieces a window holds: `[CLS] query [SEP] window [SEP]` fills
+    `max_seq_length`. Plain arithmetic: the export applies it to tensors of query lengths."""
+    return max_seq_length - query_length - 3
+
+
+def doc_offset(query_length):
+    """The position of a window's first context piece, after `[CLS] query [SEP]`."""
+    return query_length + 2
+
+
 def record_schema(is_training):
     """The original's record of one window: `FeatureWriter` writes it, `modeling.tasks.squad`
     reads it. The answer positions only when training."""
@@ -312,7 +323,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         `max_query_length` pieces, [CLS] and two [SEP] (the original would loop forever), or
         `doc_stride` < 1 (likewise).
     """
-    if max_seq_length <= max_query_length + 3:
+    if max_tokens_for_doc(max_seq_length, max_query_length) <= 0:
         raise ValueError(f"The max_seq_length ({max_seq_length}) must be greater than "
                          f"max_query_length ({max_query_length}) + 3")
     if doc_stride < 1:
@@ -340,8 +351,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
                 example.orig_answer_text)
 
-        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3  # [CLS], [SEP], [SEP]
-        doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        doc_spans = _doc_spans(len(all_doc_tokens),
+                               max_tokens_for_doc(max_seq_length, len(query_tokens)), doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
             tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
             segment_ids = [0] * len(tokens)
@@ -365,9 +376,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 doc_start = doc_span.start
                 doc_end = doc_span.start + doc_span.length - 1
                 if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    doc_offset = len(query_tokens) + 2
-                    start_position = tok_start_position - doc_start + doc_offset
-                    end_position = tok_end_position - doc_start + doc_offset
+                    offset = doc_offset(len(query_tokens))
+                    start_position = tok_start_position - doc_start + offset
+                    end_position = tok_end_position - doc_start + offset
                 else:  # nothing to predict in this window: train it to point at [CLS]
                     start_position = end_position = 0
 
