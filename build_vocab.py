@@ -39,12 +39,11 @@ def main(_):
     logging.info("%d distinct words in %d files", len(counts), len(paths))
     vocab = vocab_learning.learn_vocabulary(counts, FLAGS.vocab_size, FLAGS.num_unused,
                                             FLAGS.min_count, FLAGS.max_unique_chars)
-    temp = f"{FLAGS.output_file}.tmp-{os.getpid()}"
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output_file)), exist_ok=True)
-    with open(temp, "w", encoding="utf-8") as writer:
+    with files.atomic_write(FLAGS.output_file) as writer:
         writer.write("".join(token + "\n" for token in vocab))
-    tokenization.FullTokenizer(temp, FLAGS.do_lower_case)  # what users will load must load
-    os.replace(temp, FLAGS.output_file)
+        writer.flush()
+        tokenization.FullTokenizer(writer.name, FLAGS.do_lower_case)  # it must load
     logging.info("Wrote %d tokens to %s", len(vocab), FLAGS.output_file)
 
 

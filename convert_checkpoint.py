@@ -27,6 +27,7 @@ from modeling import BertConfig, cli
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface
 from modeling.checkpoints import huggingface_config
+from modeling.checkpoints import keras_files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "A Hugging Face folder (with config.json), an original "
@@ -81,7 +82,7 @@ def main(_):
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
               if FLAGS.bert_config_file else None)
     if FLAGS.input.endswith(_KERAS_SUFFIXES):
-        model = name_based.from_keras_file(FLAGS.input, FLAGS.output, config)
+        model = keras_files.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
                      FLAGS.output)
         return
@@ -97,7 +98,7 @@ def main(_):
         return
     if config is None:
         raise ValueError("--bert_config_file is needed to read an original checkpoint")
-    result = name_based.to_keras_file(config, FLAGS.input, FLAGS.output)
+    result = keras_files.to_keras_file(config, FLAGS.input, FLAGS.output)
     logging.info("Wrote %d variables to %s; dropped %d optimizer tensors; unused: %s",
                  len(result.loaded), FLAGS.output, len(result.skipped), result.unused or "none")
 

@@ -34,12 +34,12 @@ CONFIGS = {  # name: (num_workers, streaming chunk MB)
 def child(args):
     """Runs one configuration in this process and prints its figures as JSON."""
     sys.path.insert(0, str(ROOT))
-    from modeling import pretraining_data, pretraining_pipeline
+    from modeling.data import pretraining, pretraining_pipeline
     workers, chunk_mb = CONFIGS[args.child]
     start = time.perf_counter()
     with open(os.devnull, "w") as quiet:
         _, instances = pretraining_pipeline.create_pretraining_data(
-            args.corpus, args.output, args.vocab, True, pretraining_data.InstanceOptions(),
+            args.corpus, args.output, args.vocab, True, pretraining.InstanceOptions(),
             12345, 10, num_workers=workers, chunk_bytes=int(chunk_mb * 1e6),
             progress_stream=quiet)
     seconds = time.perf_counter() - start

@@ -30,9 +30,11 @@ BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_at
 def child(args):
     sys.path.insert(0, str(ROOT))
     import tensorflow as tf
-    from modeling import BertConfig, distribution, training
+    from modeling import BertConfig
+    from modeling.tasks.pretraining import Pretrainer
+    from modeling.training import distribution, trainer
     precision, xla = CONFIGS[args.child]
-    training.set_precision(precision)
+    trainer.set_precision(precision)
     batch, seq, predictions = args.batch, 128, 20
     rng = tf.random.Generator.from_seed(1)
     example = {
@@ -46,8 +48,7 @@ def child(args):
         "next_sentence_labels": rng.uniform([batch, 1], 0, 2, tf.int32),
     }
     strategy = distribution.get_strategy("one_device")
-    pretrainer = training.Pretrainer(strategy, BertConfig(**BERT_BASE), 1e-4, 10000, 100,
-                                     use_xla=xla)
+    pretrainer = Pretrainer(strategy, BertConfig(**BERT_BASE), 1e-4, 10000, 100, use_xla=xla)
     dataset = tf.data.Dataset.from_tensors(example).repeat()
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     pretrainer._train_loop(iterator, tf.constant(1))  # compile and warm up

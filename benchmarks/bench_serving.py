@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import bench_forward  # noqa: E402  (beside this file; defines absl flags this script ignores)
-from modeling import export, tokenization  # noqa: E402
+from modeling import export  # noqa: E402
+from modeling.text import tokenization  # noqa: E402
 from modeling.models.classifier import BertClassifier  # noqa: E402
 
 SEQ_LENGTH = 128

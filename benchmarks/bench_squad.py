@@ -26,7 +26,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from modeling import BertConfig, tokenization  # noqa: E402
+from modeling import BertConfig  # noqa: E402
+from modeling.text import tokenization  # noqa: E402
 from modeling.data import squad
 from modeling.evaluation import squad_answers
 from modeling.models.squad import BertSpanModel  # noqa: E402

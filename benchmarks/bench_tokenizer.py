@@ -36,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
-from modeling import tokenization  # noqa: E402
+from modeling.text import tokenization  # noqa: E402
 from modeling.text.graph_tokenizer import GraphTokenizer  # noqa: E402
 
 

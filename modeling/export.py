@@ -11,6 +11,8 @@ import time
 
 import tensorflow as tf
 
+from modeling import files
+from modeling.data import squad as squad_data
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 LABELS_ASSET = "labels.txt"
@@ -175,9 +177,9 @@ def save_versioned(module, export_dir):
     while tf.io.gfile.exists(os.path.join(export_dir, str(version))):
         version += 1
     final = os.path.join(export_dir, str(version))
-    temp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    tf.saved_model.save(module, temp, signatures=module.signatures())
-    tf.io.gfile.rename(temp, final)
+    # Written as <version>.tmp-<pid>, a name TF Serving does not take for a version.
+    with files.atomic_path(final) as temp:
+        tf.saved_model.save(module, temp, signatures=module.signatures())
     return final
 
 
@@ -233,7 +235,7 @@ class SquadExport(ServingModule):
         tokenizer = self.tokenizer
         query = tokenizer(question)[:, :self.max_query_length]
         ids, word_starts, word_limits = tokenizer.tokenize_with_word_offsets(context)
-        budget = self.max_seq_length - 3 - query.row_lengths()
+        budget = squad_data.max_tokens_for_doc(self.max_seq_length, query.row_lengths())
         kept = tf.minimum(ids.row_lengths(), budget)  # [B] context tokens in the window
         window = tf.ragged.range(tf.zeros_like(kept), kept)
         document = tf.gather(ids, window, batch_dims=1)
@@ -249,7 +251,7 @@ class SquadExport(ServingModule):
         start, end = logits["start_logits"], logits["end_logits"]  # [B, T]
 
         # Every (start, end) pair inside the document window, end >= start, short enough.
-        offset = query.row_lengths() + 2  # [B] position of the first document token
+        offset = squad_data.doc_offset(query.row_lengths())  # [B] the first document token
         positions = tf.range(tf.shape(input_ids, out_type=tf.int64)[1])
         inside = ((positions[tf.newaxis] >= offset[:, tf.newaxis])
                   & (positions[tf.newaxis] < (offset + kept)[:, tf.newaxis]))  # [B, T]

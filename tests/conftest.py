@@ -65,3 +65,16 @@ def tiny_inputs():
     token_type_ids = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4, [0] * 7], "int32")
     return {"input_ids": input_ids * input_mask, "input_mask": input_mask,
             "token_type_ids": token_type_ids}
+
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "keeper", "lit", "lamp", "a",
+         "ship", "passed", "safely", "she", "walks", "away", "##s", ".", ","]
+
+
+@pytest.fixture
+def word_tokenizer(tmp_path):
+    """A `FullTokenizer` over a 19-word lower-case vocabulary (`WORDS`)."""
+    from modeling.text import tokenization
+    path = tmp_path / "words_vocab.txt"
+    path.write_text("\n".join(WORDS) + "\n")
+    return tokenization.FullTokenizer(str(path), do_lower_case=True)

@@ -24,24 +24,25 @@ def run_script(name, *args, check=True, **env):
 
 
 _ON_LOGICAL_CPUS = """
-import importlib, runpy, sys
+import runpy, sys
 import tensorflow as tf
-devices, no_dropout = int(sys.argv[1]), [m for m in sys.argv[2].split(",") if m]
+devices = int(sys.argv[1])
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
-for module in no_dropout:  # replicas draw their own dropout masks
-    importlib.import_module(module).HEAD_DROPOUT_PROB = 0.0
-sys.argv = sys.argv[3:]
+from modeling import heads
+heads.HEAD_DROPOUT_PROB = 0.0  # replicas draw their own dropout masks
+sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def run_on_logical_cpus(name, devices, *args, no_dropout_modules=()):
+def run_on_logical_cpus(name, devices, *args):
     """Runs a script with the CPU split into `devices` logical devices (for MirroredStrategy)
-    and the head dropout of `no_dropout_modules` off, so runs on 1 and N devices compare."""
+    and the heads' dropout off (`heads.HEAD_DROPOUT_PROB`), so runs on 1 and N devices
+    compare."""
     process = subprocess.run(
-        [sys.executable, "-c", _ON_LOGICAL_CPUS, str(devices), ",".join(no_dropout_modules),
-         str(ROOT / name), *map(str, args)],
+        [sys.executable, "-c", _ON_LOGICAL_CPUS, str(devices), str(ROOT / name),
+         *map(str, args)],
         capture_output=True, text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
     if process.returncode != 0:
         raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")

@@ -16,6 +16,7 @@ from safetensors.numpy import save_file
 from conftest import HF_GOLDEN, ROOT
 from modeling import BertConfig, BertModel, BertPretrainer
 from modeling.checkpoints import name_based
+from modeling.encoder.bert_model import POOLER
 from modeling.checkpoints import huggingface
 from modeling.checkpoints import huggingface_config
 from modeling.tasks.classifier import ClassifierTrainer
@@ -38,13 +39,13 @@ NEXT_SENTENCE = ("cls/seq_relationship/output_weights", "cls/seq_relationship/ou
 KERAS = {
     "BertModel": (lambda c: BertModel(c), ()),
     "BertForPreTraining": (lambda c: BertPretrainer(c), ()),
-    "BertForMaskedLM": (lambda c: BertPretrainer(c), name_based.POOLER + NEXT_SENTENCE),
+    "BertForMaskedLM": (lambda c: BertPretrainer(c), POOLER + NEXT_SENTENCE),
     "BertForNextSentencePrediction": (lambda c: BertPretrainer(c), MASKED_LM),
     "BertForSequenceClassification": (lambda c: BertClassifier(c, NUM_LABELS), ()),
     "BertForTokenClassification": (lambda c: BertTokenClassifier(c, NUM_LABELS),
-                                   name_based.POOLER),
+                                   POOLER),
     "BertForMultipleChoice": (lambda c: BertMultipleChoice(c), ()),
-    "BertForQuestionAnswering": (lambda c: BertSpanModel(c), name_based.POOLER),
+    "BertForQuestionAnswering": (lambda c: BertSpanModel(c), POOLER),
 }
 
 
@@ -291,7 +292,7 @@ def test_the_class_of_an_original_checkpoint(tmp_path, tiny_config):
     result = huggingface.original_to_hf(ckpt, str(tmp_path / "b"), tiny_config, vocab,
                                           "BertForTokenClassification")
     # transformers' token classifier has no pooler: dropped, and said so.
-    assert result.skipped == ["global_step", *sorted(name_based.POOLER)]
+    assert result.skipped == ["global_step", *sorted(POOLER)]
     assert "bert.pooler.dense.weight" not in _read_safetensors(tmp_path / "b/model.safetensors")
     written = json.loads((tmp_path / "b/config.json").read_text())
     assert written["architectures"] == ["BertForTokenClassification"]
@@ -321,9 +322,9 @@ def test_tasks_start_from_a_checkpoint_without_pooler(tmp_path):
         (TokenClassifierTrainer(strategy, config, NUM_LABELS, 1e-5, 1, 0),
          "BertForTokenClassification", []),
         (Pretrainer(strategy, config, 1e-5, 1, 0), "BertForMaskedLM",
-         sorted(name_based.POOLER + NEXT_SENTENCE)),
+         sorted(POOLER + NEXT_SENTENCE)),
         (ClassifierTrainer(strategy, config, 2, False, 1e-5, 1, 0), "BertForMaskedLM",
-         sorted(name_based.POOLER + ("output_weights", "output_bias"))),
+         sorted(POOLER + ("output_weights", "output_bias"))),
     ]
     for trainer, name, missing in cases:
         assert sorted(trainer.init_from(str(tmp_path / f"{name}_ckpt/model.ckpt"))) == missing

@@ -115,3 +115,29 @@ def test_works_for_a_model_that_contains_a_bert_model(tmp_path, tiny_config, tin
     assert result.skipped == ["global_step"]
     assert tf.train.load_checkpoint(str(tmp_path / "w.ckpt")).get_tensor("global_step") == 12
     np.testing.assert_array_equal(target(tiny_inputs), source(tiny_inputs))
+
+
+def test_an_interrupted_overwrite_leaves_no_index_beside_other_data(tmp_path, tiny_config,
+                                                                   monkeypatch):
+    """The index goes before the data is replaced and comes back last: a run killed between
+    leaves a checkpoint that is not found, never an old index that misreads new data."""
+    import os
+    from modeling import files
+    path = str(tmp_path / "model.ckpt")
+    name_based.save_original(BertModel(tiny_config), path, global_step=1)
+    replace = files.replace
+
+    def killed_at_the_index(source, target):
+        if target.endswith(".index"):
+            raise KeyboardInterrupt
+        replace(source, target)
+    monkeypatch.setattr(files, "replace", killed_at_the_index)
+    with pytest.raises(KeyboardInterrupt):
+        name_based.save_original(BertModel(tiny_config), path, global_step=2)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.ckpt.data-00000-of-00001"]
+    with pytest.raises(ValueError, match="No single checkpoint"):
+        name_based.resolve_checkpoint(str(tmp_path))
+    monkeypatch.setattr(files, "replace", replace)
+    name_based.save_original(BertModel(tiny_config), path, global_step=3)
+    assert tf.train.load_checkpoint(name_based.resolve_checkpoint(str(tmp_path))).get_tensor(
+        "global_step") == 3

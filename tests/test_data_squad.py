@@ -275,3 +275,12 @@ def test_real_squad_v2_dev(data, refs):
     assert max_context == {
         index: sum(len(tokenizer.tokenize(token)) for token in example.doc_tokens)
         for index, example in enumerate(examples[:200])}
+
+
+def test_the_packing_rule_is_plain_arithmetic_the_export_shares():
+    """`[CLS] query [SEP] window [SEP]`: for ints here, for tensors of query lengths there."""
+    import numpy as np
+    assert squad.max_tokens_for_doc(384, 64) == 317 and squad.doc_offset(64) == 66
+    lengths = np.array([0, 5, 20])
+    np.testing.assert_array_equal(squad.max_tokens_for_doc(24, lengths), [21, 16, 1])
+    np.testing.assert_array_equal(squad.doc_offset(lengths), [2, 7, 22])

@@ -1,14 +1,7 @@
-import json
-
-import numpy as np
+"""modeling/data/text.py: text files and pair packing as the original reads them."""
 import pytest
 
-from modeling import BertConfig, BertModel
 from modeling.data import text
-from modeling.tasks import extract_features
-from modeling.checkpoints import name_based
-from modeling.text import tokenization
-from scripts import run_script
 
 
 def test_read_examples_splits_like_the_original(tmp_path):
@@ -36,73 +29,14 @@ def test_truncate_seq_pair_pops_from_the_longer():
     assert (a, b) == (list("abc"), list("wx"))
 
 
-def test_script_writes_the_original_schema_and_the_models_numbers(refs, tmp_path):
-    model_dir, vocab = refs / "model", refs / "vocab/uncased_vocab.txt"
-    input_file = tmp_path / "input.txt"
-    input_file.write_text("The keeper lit the lamp. ||| Ships passed safely.\n"
-                          "Überraschung! Ça va?\n"
-                          + "a very long line " * 10 + "\n")
-    output_file = tmp_path / "out.jsonl"
-    run_script("extract_features.py", f"--input_file={input_file}",
-               f"--output_file={output_file}", f"--vocab_file={vocab}",
-               f"--bert_config_file={model_dir / 'bert_config.json'}",
-               f"--init_checkpoint={model_dir / 'bert_model.ckpt'}",
-               "--layers=-1,-2", "--max_seq_length=16", "--batch_size=2")
-    records = [json.loads(line) for line in output_file.read_text().splitlines()]
-    assert [r["linex_index"] for r in records] == [0, 1, 2]
-    assert list(records[0]) == ["linex_index", "features"]
-    assert list(records[0]["features"][0]) == ["token", "layers"]
-
-    tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
-    examples = text.read_examples(str(input_file))
-    features = text.convert_examples_to_features(examples, 16, tokenizer)
-    model = BertModel(BertConfig.from_json_file(model_dir / "bert_config.json"))
-    name_based.load_original(model, str(model_dir / "bert_model.ckpt"))
-    outputs = model({"input_ids": np.array([f.input_ids for f in features]),
-                     "input_mask": np.array([f.input_mask for f in features]),
-                     "token_type_ids": np.array([f.input_type_ids for f in features])})
-    for record, feature, row in zip(records, features, range(3)):
-        assert [t["token"] for t in record["features"]] == feature.tokens
-        assert len(feature.tokens) <= 16
-        for position, token in enumerate(record["features"]):
-            assert [layer["index"] for layer in token["layers"]] == [-1, -2]
-            for layer, encoder_index in zip(token["layers"], (1, 0)):
-                expected = outputs["encoder_outputs"][encoder_index][row, position].numpy()
-                assert len(layer["values"]) == 128
-                np.testing.assert_allclose(layer["values"], expected, atol=1e-5)
-    assert records[0]["features"][0]["token"] == "[CLS]"
-    assert records[2]["features"][-1]["token"] == "[SEP]" and len(records[2]["features"]) == 16
-
-
-def test_script_errors_are_one_line(refs, tmp_path):
-    model_dir = refs / "model"
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"\xfe\n")
-    common = [f"--output_file={tmp_path / 'o.jsonl'}",
-              f"--bert_config_file={model_dir / 'bert_config.json'}",
-              f"--init_checkpoint={model_dir / 'bert_model.ckpt'}"]
-    process = run_script("extract_features.py", f"--input_file={bad}",
-                         f"--vocab_file={refs / 'vocab/uncased_vocab.txt'}", *common, check=False)
-    assert process.returncode == 2
-    assert process.stderr.strip().splitlines()[-1] == \
-        f"extract_features.py: error: {bad}:1: not valid UTF-8 (invalid start byte at byte 0)"
-    process = run_script("extract_features.py", f"--input_file={bad}",
-                         f"--vocab_file={refs / 'vocab/cased_vocab.txt'}", *common, check=False)
-    assert process.returncode == 2
-    assert "has 28996 tokens but" in process.stderr and "vocab_size=30522" in process.stderr
-    assert not (tmp_path / "o.jsonl").exists()
-
-
-def test_read_token_vectors_concatenates_the_top_four_layers():
-    feature = text.InputFeatures(
-        unique_id=3, tokens=["[CLS]", "hi", "[SEP]"], input_ids=[1, 2, 3],
-        input_mask=[1, 1, 1], input_type_ids=[0, 0, 0])
-    layers = {index: np.arange(6, dtype=np.float32).reshape(3, 2) * 10 ** -index
-              for index in (-1, -2, -3, -4)}
-    line = extract_features.to_json_line(feature, layers)
-    tokens, vectors = extract_features.read_token_vectors(line)
-    assert tokens == ["[CLS]", "hi", "[SEP]"] and vectors.shape == (3, 8)
-    # Token 1, in the order -1, -2, -3, -4: [2, 3] x 10, x 100, x 1000, x 10000.
-    np.testing.assert_allclose(vectors[1], [20, 30, 200, 300, 2000, 3000, 20000, 30000])
-    with pytest.raises(ValueError, match=r"line 3: layers \[-5\] are not in the record"):
-        extract_features.read_token_vectors(line, (-1, -5))
+def test_pairs_are_packed_truncated_and_padded(word_tokenizer):
+    examples = [text.InputExample(0, "the keeper lit the lamp", "a ship passed safely"),
+                text.InputExample(1, "she walks away")]
+    pair, single = text.convert_examples_to_features(examples, 9, word_tokenizer)
+    # 9 - 3 = 6 pieces: popped from the longer side first (a: 5, b: 4 -> 3 and 3).
+    assert pair.tokens == ["[CLS]", "the", "keeper", "lit", "[SEP]", "a", "ship", "passed",
+                           "[SEP]"]
+    assert pair.input_type_ids == [0] * 5 + [1] * 4 and pair.input_mask == [1] * 9
+    assert single.tokens == ["[CLS]", "she", "walks", "away", "[SEP]"]
+    assert single.input_ids == [2, 13, 14, 15, 3, 0, 0, 0, 0]
+    assert single.input_mask == [1] * 5 + [0] * 4 and single.input_type_ids == [0] * 9

@@ -1,10 +1,9 @@
+"""The heads and their losses, each defined once (modeling/heads.py)."""
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from modeling import BertPretrainer, heads
-from modeling.checkpoints import name_based
 
 
 def test_masked_lm_loss_is_weighted_mean_with_epsilon():
@@ -20,11 +19,75 @@ def test_masked_lm_loss_is_weighted_mean_with_epsilon():
     assert float(zero) == 0.0
 
 
-def test_next_sentence_loss_is_the_mean():
+def test_masked_lm_loss_divides_by_the_global_weight_given():
+    log_probs = tf.math.log(tf.fill([2, 3, 5], 0.2))
+    weights = np.array([[1, 1, 0], [1, 0, 0]], "float32")
+    loss, _ = heads.masked_lm_loss(log_probs, np.zeros((2, 3)), weights, tf.constant(7.0))
+    np.testing.assert_allclose(loss, -3 * np.log(0.2) / (7 + 1e-5), rtol=1e-6)
+
+
+def test_classification_loss_is_the_mean_or_the_sum_over_the_global_batch():
+    """The next-sentence, classifier and multiple-choice loss; labels [B] or [B, 1]."""
     log_probs = tf.math.log(tf.constant([[0.9, 0.1], [0.3, 0.7], [0.5, 0.5]]))
-    loss, per_example = heads.next_sentence_loss(log_probs, np.array([[0], [1], [1]]))
+    loss, per_example = heads.classification_loss(log_probs, np.array([[0], [1], [1]]))
     np.testing.assert_allclose(per_example, -np.log([0.9, 0.7, 0.5]), rtol=1e-6)
     np.testing.assert_allclose(loss, -np.log([0.9, 0.7, 0.5]).mean(), rtol=1e-6)
+    loss, _ = heads.classification_loss(log_probs, np.array([0, 1, 1]), tf.constant(6.0))
+    np.testing.assert_allclose(loss, -np.log([0.9, 0.7, 0.5]).sum() / 6, rtol=1e-6)
+
+
+def test_regression_loss_is_the_squared_error():
+    loss, per_example = heads.regression_loss(tf.constant([1.0, 2.0, 4.0]),
+                                              np.array([1.5, 2.0, 1.0], "float32"))
+    np.testing.assert_allclose(per_example, [0.25, 0.0, 9.0])
+    np.testing.assert_allclose(loss, 9.25 / 3, rtol=1e-6)
+    loss, _ = heads.regression_loss(tf.constant([1.0]), np.array([3.0]), tf.constant(8.0))
+    np.testing.assert_allclose(loss, 0.5)
+
+
+def test_token_classification_loss_counts_only_labelled_tokens():
+    log_probs = tf.math.log(tf.constant([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]],
+                                         [[0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]]]))
+    labels = np.array([[0, 1], [2, 0]])
+    weights = np.array([[1, 0], [1, 0]], "float32")
+    loss, per_token = heads.token_classification_loss(log_probs, labels, weights)
+    np.testing.assert_allclose(per_token, [[-np.log(0.5), 0], [-np.log(0.6), 0]], rtol=1e-6)
+    np.testing.assert_allclose(loss, -(np.log(0.5) + np.log(0.6)) / 2, rtol=1e-6)
+    loss, _ = heads.token_classification_loss(log_probs, labels, weights, tf.constant(5.0))
+    np.testing.assert_allclose(loss, -(np.log(0.5) + np.log(0.6)) / 5, rtol=1e-6)
+    zero, _ = heads.token_classification_loss(log_probs, labels, np.zeros((2, 2), "float32"))
+    assert float(zero) == 0.0  # divided by max(Σ w, 1): no label, no loss, no NaN
+
+
+def test_span_loss_is_the_mean_of_the_start_and_end_cross_entropies():
+    start = tf.math.log(tf.constant([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6]]))
+    end = tf.math.log(tf.constant([[0.1, 0.1, 0.8], [0.5, 0.4, 0.1]]))
+    loss, per_example = heads.span_loss(start, end, np.array([0, 2]), np.array([2, 1]))
+    expected = -np.array([np.log(0.5) + np.log(0.8), np.log(0.6) + np.log(0.4)]) / 2
+    np.testing.assert_allclose(per_example, expected, rtol=1e-5)
+    np.testing.assert_allclose(loss, expected.mean(), rtol=1e-5)
+    loss, _ = heads.span_loss(start, end, np.array([0, 2]), np.array([2, 1]), tf.constant(4.0))
+    np.testing.assert_allclose(loss, expected.sum() / 4, rtol=1e-5)
+
+
+def test_output_logits_apply_the_originals_out_by_in_weights():
+    rows = np.arange(6, dtype="float32").reshape(2, 3)
+    weights = np.array([[1, 0, 0], [0, 1, 1]], "float32")  # [out 2, in 3]
+    logits = heads.output_logits(tf.constant(rows), weights, np.array([0.5, -1], "float32"))
+    np.testing.assert_allclose(logits, rows @ weights.T + [0.5, -1])
+    bfloat16 = heads.output_logits(tf.cast(rows, tf.bfloat16), weights, np.zeros(2, "float32"))
+    assert bfloat16.dtype == tf.float32
+
+
+def test_fine_tuning_heads_read_the_dropout_when_built(tiny_config, monkeypatch):
+    from modeling.models.classifier import BertClassifier
+    from modeling.models.multiple_choice import BertMultipleChoice
+    from modeling.models.ner import BertTokenClassifier
+    builds = (lambda: BertClassifier(tiny_config, 2), lambda: BertMultipleChoice(tiny_config),
+              lambda: BertTokenClassifier(tiny_config, 3))
+    assert [build().dropout.rate for build in builds] == [0.1] * 3
+    monkeypatch.setattr(heads, "HEAD_DROPOUT_PROB", 0.0)
+    assert [build().dropout.rate for build in builds] == [0.0] * 3
 
 
 def test_gather_positions_takes_each_rows_own_positions():
@@ -32,34 +95,6 @@ def test_gather_positions_takes_each_rows_own_positions():
     gathered = heads.gather_positions(sequence, np.array([[3, 0], [1, 1]]))
     np.testing.assert_array_equal(gathered, np.stack([sequence[0].numpy()[[3, 0]],
                                                       sequence[1].numpy()[[1, 1]]]))
-
-
-def test_masked_lm_output_is_tied_to_the_word_embeddings(tiny_config, tiny_inputs):
-    model = BertPretrainer(tiny_config)
-    assert model.masked_lm.embedding_table is model.bert.get_embedding_table()
-    names = [name_based.checkpoint_name(v) for v in model.weights]
-    assert names.count("bert/embeddings/word_embeddings") == 1
-    inputs = dict(tiny_inputs, masked_lm_positions=np.array([[1, 2], [0, 4], [2, 2]]))
-    before = model(inputs)["masked_lm_log_probs"]
-    assert before.shape == (3, 2, 99)
-    np.testing.assert_allclose(tf.reduce_sum(tf.exp(before), -1), 1.0, atol=1e-5)
-    table = model.bert.get_embedding_table()
-    table.assign(table * 2.0)
-    assert np.max(np.abs(model(inputs)["masked_lm_log_probs"] - before)) > 1e-4
-
-
-def test_pretrainer_needs_all_labels_or_none(tiny_config, tiny_inputs):
-    model = BertPretrainer(tiny_config)
-    inputs = dict(tiny_inputs, masked_lm_positions=np.array([[1, 2]] * 3))
-    assert "total_loss" not in model(inputs)
-    with pytest.raises(ValueError, match="needs all of"):
-        model(dict(inputs, masked_lm_ids=np.array([[1, 2]] * 3)))
-    out = model(dict(inputs, masked_lm_ids=np.array([[5, 6]] * 3),
-                     masked_lm_weights=np.ones((3, 2), "float32"),
-                     next_sentence_labels=np.array([[0], [1], [0]])))
-    np.testing.assert_allclose(out["total_loss"], out["masked_lm_loss"] + out["next_sentence_loss"])
-    assert out["masked_lm_example_loss"].shape == (3, 2)
-    assert out["next_sentence_example_loss"].shape == (3,)
 
 
 def test_every_model_runs_eagerly_in_mixed_bfloat16(tiny_config, tiny_inputs):

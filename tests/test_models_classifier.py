@@ -41,3 +41,13 @@ def test_losses_are_the_originals(tiny_config, tiny_inputs):
         rtol=1e-6)
     with pytest.raises(ValueError, match="one output"):
         BertClassifier(tiny_config, num_labels=2, regression=True)
+
+
+def test_declared_variables_are_the_models(tiny_config):
+    """A pre-trained checkpoint lacks the head; a converted masked-LM one the pooler too."""
+    model = BertClassifier(tiny_config, num_labels=3)
+    names = {name_based.checkpoint_name(v) for v in model.weights}
+    assert set(model.OPTIONAL_VARIABLES) == {"output_weights", "output_bias",
+                                             "bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+    assert set(model.OPTIONAL_VARIABLES) <= names
+    assert model.UNTRAINED_PREFIXES == ()

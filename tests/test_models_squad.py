@@ -59,3 +59,14 @@ def test_an_original_squad_checkpoint_round_trips_strictly(tiny_config, tmp_path
     for a, b in zip(model.weights, other.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert tf.train.load_checkpoint(str(tmp_path / "model.ckpt")).get_tensor("global_step") == 7
+
+
+def test_declared_variables_are_the_models(tiny_config):
+    """The span head is new to a pre-trained checkpoint; the pooler feeds nothing, so it may
+    be absent (Hugging Face's question-answering models) and is not trained."""
+    model = BertSpanModel(tiny_config)
+    names = {name_based.checkpoint_name(v) for v in model.weights}
+    assert set(model.OPTIONAL_VARIABLES) == {"cls/squad/output_weights", "cls/squad/output_bias",
+                                             "bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+    assert set(model.OPTIONAL_VARIABLES) <= names
+    assert model.UNTRAINED_PREFIXES == ("bert/pooler/",)

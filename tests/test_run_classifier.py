@@ -221,8 +221,7 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
     common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
         run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
-            data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"),
-            no_dropout_modules=["modeling.models.classifier"])
+            data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"))
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
     np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
                                read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)

@@ -115,8 +115,7 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):
              "--num_train_epochs=2", "--do_train", "--do_eval"]
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
         run_on_logical_cpus("run_ner.py", devices, *flags, f"--output_dir={tmp_path / directory}",
-                            f"--distribution_strategy={strategy}",
-                            no_dropout_modules=["modeling.models.ner"])
+                            f"--distribution_strategy={strategy}")
     one, two = (dict(line.split(" = ") for line in
                      (tmp_path / d / "eval_results.txt").read_text().splitlines())
                 for d in ("one", "two"))

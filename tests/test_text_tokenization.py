@@ -250,15 +250,14 @@ def test_whitespace_tokenize():
     assert tokenization.whitespace_tokenize(" \t ") == []
 
 
-def test_convert_to_unicode_and_printable_text():
+def test_convert_to_unicode():
     assert tokenization.convert_to_unicode(b"caf\xc3\xa9\xff!") == "café!"  # bad byte dropped
-    assert tokenization.printable_text(b"caf\xc3\xa9") == "café"
     text = "already str"
     assert tokenization.convert_to_unicode(text) is text
     with pytest.raises(ValueError, match="int"):
         tokenization.convert_to_unicode(3)
     with pytest.raises(ValueError, match="list"):
-        tokenization.printable_text(["a"])
+        tokenization.convert_to_unicode(["a"])
 
 
 # ---------------------------------------------------------------- vocabulary files

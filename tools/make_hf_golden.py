@@ -64,7 +64,7 @@ def minilm_dir():
 
 def minilm_inputs(folder):
     """Token ids from transformers' tokenizer, checked equal to the original tokenizer's."""
-    from modeling import tokenization
+    from modeling.text import tokenization
     vocab_file = str(folder / "vocab.txt")
     # transformers 5's BertTokenizer ignores vocab_file= and maps every word to [UNK].
     tokenizer = transformers.BertTokenizer(vocab=dict(tokenization.load_vocab(vocab_file)),
@@ -133,7 +133,9 @@ def _keras_outputs(name, config, ckpt, inputs):
     """Our model for the class, loaded strictly from the converted checkpoint; its outputs in
     transformers' terms (logits, not log-probabilities, where transformers returns logits)."""
     import tensorflow as tf
-    from modeling import BertModel, BertPretrainer, checkpoint
+    from modeling import BertModel, BertPretrainer
+    from modeling.checkpoints import name_based
+    from modeling.encoder.bert_model import POOLER
     from modeling.models.classifier import BertClassifier
     from modeling.models.multiple_choice import BertMultipleChoice
     from modeling.models.squad import BertSpanModel
@@ -146,15 +148,15 @@ def _keras_outputs(name, config, ckpt, inputs):
     model, optional = {
         "BertModel": (BertModel(config), ()),
         "BertForPreTraining": (BertPretrainer(config), ()),
-        "BertForMaskedLM": (BertPretrainer(config), checkpoint.POOLER + next_sentence),
+        "BertForMaskedLM": (BertPretrainer(config), POOLER + next_sentence),
         "BertForNextSentencePrediction": (BertPretrainer(config), masked_lm),
         "BertForSequenceClassification": (BertClassifier(config, TINY["num_labels"]), ()),
         "BertForTokenClassification": (BertTokenClassifier(config, TINY["num_labels"]),
-                                       checkpoint.POOLER),
+                                       POOLER),
         "BertForMultipleChoice": (BertMultipleChoice(config), ()),
-        "BertForQuestionAnswering": (BertSpanModel(config), checkpoint.POOLER),
+        "BertForQuestionAnswering": (BertSpanModel(config), POOLER),
     }[name]
-    result = checkpoint.load_original(model, str(ckpt), optional)
+    result = name_based.load_original(model, str(ckpt), optional)
     if result.unused:
         raise AssertionError(f"{name}: unused {result.unused}")
     if name == "BertModel":
@@ -206,9 +208,9 @@ def _largest_difference(ours, theirs, mask):
 
 def _round_trip_into_transformers(name, ckpt, config, vocab, directory, reference):
     """Writes our checkpoint back as a Hugging Face folder and loads it into transformers."""
-    from modeling import hf_checkpoint
+    from modeling.checkpoints import huggingface
     folder = directory / f"{name}_back"
-    hf_checkpoint.original_to_hf(str(ckpt), str(folder), config, str(vocab),
+    huggingface.original_to_hf(str(ckpt), str(folder), config, str(vocab),
                                  name if name in ("BertForTokenClassification",
                                                   "BertForMultipleChoice") else None)
     loaded, info = getattr(transformers, name).from_pretrained(folder, output_loading_info=True)
@@ -221,7 +223,8 @@ def _round_trip_into_transformers(name, ckpt, config, vocab, directory, referenc
 
 def verify():
     import tensorflow as tf
-    from modeling import BertConfig, BertModel, checkpoint, hf_checkpoint
+    from modeling import BertConfig, BertModel
+    from modeling.checkpoints import huggingface, name_based
     failures = []
     directory = pathlib.Path(tempfile.mkdtemp())
     folder = minilm_dir()
@@ -231,10 +234,10 @@ def verify():
     real = inputs["input_mask"].astype(bool)
     for gelu in ("exact", "approximate"):
         ckpt = directory / f"minilm_{gelu}" / "bert_model.ckpt"
-        hf_checkpoint.hf_to_original(str(folder), str(ckpt), gelu)
+        huggingface.hf_to_original(str(folder), str(ckpt), gelu)
         config = BertConfig.from_json_file(ckpt.parent / "bert_config.json")
         model = BertModel(config)
-        checkpoint.load_original(model, str(ckpt))
+        name_based.load_original(model, str(ckpt))
         ours = model(inputs)
         layers = [ours["embedding_output"]] + list(ours["encoder_outputs"])
         print(f"MiniLM, --gelu={gelu} (hidden_act {config.hidden_act}): max |ours - "
@@ -278,7 +281,7 @@ def verify():
         model.save_pretrained(source)
         (source / "vocab.txt").write_text(vocab.read_text())
         ckpt = directory / f"{name}_ckpt" / "bert_model.ckpt"
-        hf_checkpoint.hf_to_original(str(source), str(ckpt))
+        huggingface.hf_to_original(str(source), str(ckpt))
         config = BertConfig.from_json_file(ckpt.parent / "bert_config.json")
         batch = choices if name == "BertForMultipleChoice" else tiny
         ours = _keras_outputs(name, config, ckpt, {k: tf.constant(v) for k, v in batch.items()})
@@ -303,7 +306,7 @@ def verify():
         torch.save(model.state_dict(), pytorch / "pytorch_model.bin")
         (pytorch / "config.json").write_text((source / "config.json").read_text())
         (pytorch / "vocab.txt").write_text(vocab.read_text())
-        hf_checkpoint.hf_to_original(str(pytorch), str(pytorch / "out" / "bert_model.ckpt"))
+        huggingface.hf_to_original(str(pytorch), str(pytorch / "out" / "bert_model.ckpt"))
         same = all((pytorch / "out" / f"bert_model.ckpt{suffix}").read_bytes()
                    == ckpt.with_name(f"bert_model.ckpt{suffix}").read_bytes()
                    for suffix in (".index", ".data-00000-of-00001"))

@@ -20,8 +20,10 @@ from absl import logging
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as safetensors_bytes
 
+from modeling import files
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface_config
+from modeling.encoder.bert_model import POOLER
 from modeling.encoder.config import BertConfig, read_json_object
 
 # The heads that read the pooler: their weights must have it.
@@ -360,10 +362,8 @@ def _check_not_into(output_dir, input_paths, flag):
 
 
 def _write_file_atomically(path, data):
-    temp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temp, "wb") as writer:
+    with files.atomic_write(path, "wb") as writer:
         writer.write(data)
-    tf.io.gfile.rename(temp, path, overwrite=True)
 
 
 def hf_to_original(hf_dir, ckpt_path, gelu="exact"):
@@ -482,12 +482,12 @@ def original_to_hf(ckpt_path, hf_dir, config, vocab_file, architecture=None,
     if architecture is not None and found != architecture:
         raise ValueError(f"{ckpt_path} holds the weights of {found}, not of {architecture}")
     if found not in _POOLED:
-        skipped += sorted(present.intersection(name_based.POOLER))
-        present -= set(name_based.POOLER)
+        skipped += sorted(present.intersection(POOLER))
+        present -= set(POOLER)
     num_labels = (reader.get_variable_to_shape_map()["output_weights"][0]
                   if "output_weights" in present else None)
     expected = tensor_names(config, found, num_labels,
-                            pooler=found in _READ_POOLER or name_based.POOLER[0] in present)
+                            pooler=found in _READ_POOLER or POOLER[0] in present)
     tensors = {name: reader.get_tensor(name) for name in present}
     matched = _match(expected, tensors, "original", ckpt_path, f"{found} of the config")
     weights = {name.hf: np.ascontiguousarray(value.T) if name.transpose else value

@@ -1,7 +1,7 @@
 """Original TF1 name-based checkpoints (`bert_model.ckpt`) in and out, strictly.
 
 A variable's Keras `path` is its original checkpoint name, so loading is a plain copy by name:
-nothing is renamed or transposed.
+nothing is renamed or transposed. This module knows no model class (`keras_files` picks one).
 """
 import dataclasses
 import os
@@ -10,13 +10,10 @@ import re
 import tensorflow as tf
 from absl import logging
 
+from modeling import files
+
 # Training state the original writes beside the weights; never part of a model.
 _OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")
-
-# Hugging Face's masked-LM, token-classification and question-answering models have no pooler,
-# so checkpoints converted from them lack these. The tasks load them as optional: the span and
-# token heads never read the pooler; the classifiers start it at random, as transformers does.
-POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
 @dataclasses.dataclass
@@ -148,21 +145,35 @@ def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
 
 def write_tensors(tensors, ckpt_path):
     """Writes a dict of name -> tensor (variable, Tensor or NumPy array) as an original
-    checkpoint, atomically, in the dict's order (sorted names give the original Saver's bytes).
+    checkpoint, as atomically as two files allow, in the dict's order (sorted names give the
+    original Saver's bytes).
 
-    Data first, index last, each renamed from a temporary name: a reader finds the index only
-    when the data is complete.
+    A checkpoint is a pair, `<ckpt_path>.index` and its `.data-*` shard, that no rename
+    replaces at once; the index holds the offsets of each tensor in the data. Both are written
+    under a temporary prefix (`files.temp_path`), then: an old index at `ckpt_path` is removed,
+    the data renamed over the old data, the index renamed last, and the directory's
+    `checkpoint` state file written after them. A run killed in between leaves no index (a
+    checkpoint that is not found, as if never written), never an old index beside new data,
+    which would read as wrong tensors; a reader that finds the index, or the state file naming
+    the prefix, finds complete files.
     """
     names = list(tensors)
     values = [tf.convert_to_tensor(getattr(tensors[name], "value", tensors[name]))
               for name in names]
     directory = os.path.dirname(ckpt_path) or "."
     tf.io.gfile.makedirs(directory)
-    temp_prefix = f"{ckpt_path}.tmp-{os.getpid()}"
-    tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=values)
-    for suffix in (".data-00000-of-00001", ".index"):
-        tf.io.gfile.rename(temp_prefix + suffix, ckpt_path + suffix, overwrite=True)
+    temp_prefix = files.temp_path(ckpt_path)
+    try:
+        tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=values)
+        if tf.io.gfile.exists(ckpt_path + ".index"):
+            tf.io.gfile.remove(ckpt_path + ".index")
+        for data in tf.io.gfile.glob(temp_prefix + ".data-*"):
+            files.replace(data, ckpt_path + data[len(temp_prefix):])
+        files.replace(temp_prefix + ".index", ckpt_path + ".index")
+    finally:
+        for leftover in tf.io.gfile.glob(temp_prefix + ".*"):  # of a failed write
+            files.remove_quietly(leftover)
     _write_state_file(directory, os.path.basename(ckpt_path))
 
 
@@ -176,76 +187,5 @@ def _write_state_file(directory, basename):
     """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` reads."""
     state = (f'model_checkpoint_path: "{basename}"\n'
              f'all_model_checkpoint_paths: "{basename}"\n')
-    state_path = os.path.join(directory, "checkpoint")
-    with tf.io.gfile.GFile(state_path + ".tmp", "w") as writer:
+    with files.atomic_write(os.path.join(directory, "checkpoint")) as writer:
         writer.write(state)
-    tf.io.gfile.rename(state_path + ".tmp", state_path, overwrite=True)
-
-
-def model_for_checkpoint(config, ckpt_path):
-    """A `BertPretrainer` when the checkpoint carries the pre-training heads, else a `BertModel`.
-
-    Imported here, not at the top: the model modules do not depend on this one.
-    """
-    from modeling.encoder.bert_model import BertModel
-    from modeling.models.pretraining import BertPretrainer
-    names = tf.train.load_checkpoint(resolve_checkpoint(ckpt_path)).get_variable_to_shape_map()
-    has_heads = any(name.startswith("cls/") for name in names)
-    return BertPretrainer(config) if has_heads else BertModel(config)
-
-
-def to_keras_file(config, ckpt_path, output_path):
-    """Converts an original checkpoint to a `.keras` model or `.weights.h5` file, atomically.
-
-    Returns:
-      The `LoadResult` of reading the checkpoint.
-    """
-    model = model_for_checkpoint(config, ckpt_path)
-    result = load_original(model, ckpt_path)
-    _save_keras_atomically(model, output_path)
-    return result
-
-
-def from_keras_file(input_path, ckpt_path, config=None):
-    """Converts a `.keras` file, or a `.weights.h5` file plus its config, to an original checkpoint.
-
-    A `.weights.h5` file is tried with the pre-training heads first, then as a bare encoder.
-    """
-    import keras
-    from modeling.encoder.bert_model import BertModel
-    from modeling.models.pretraining import BertPretrainer
-    if input_path.endswith(".keras"):
-        model = keras.saving.load_model(input_path)
-    elif input_path.endswith(".weights.h5"):
-        if config is None:
-            raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
-        errors = []
-        for model_class in (BertPretrainer, BertModel):
-            model = model_class(config)
-            try:
-                model.load_weights(input_path)
-                break
-            except ValueError as error:
-                errors.append(f"as {model_class.__name__}: {error}")
-        else:
-            raise ValueError(f"{input_path} does not fit the config: " + " | ".join(errors))
-    else:
-        raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
-    save_original(model, ckpt_path)
-    return model
-
-
-def _save_keras_atomically(model, output_path):
-    for suffix in (".weights.h5", ".keras"):
-        if output_path.endswith(suffix):
-            break
-    else:
-        raise ValueError(f"{output_path}: the output must end in .keras or .weights.h5")
-    directory = os.path.dirname(output_path) or "."
-    tf.io.gfile.makedirs(directory)
-    temp_path = f"{output_path[:-len(suffix)]}.tmp-{os.getpid()}{suffix}"
-    if suffix == ".keras":
-        model.save(temp_path)
-    else:
-        model.save_weights(temp_path)
-    tf.io.gfile.rename(temp_path, output_path, overwrite=True)

@@ -6,6 +6,7 @@ No TensorFlow is imported here (nor by the modules it uses).
 import dataclasses
 import os
 
+from modeling import files
 from modeling.data import records, text
 
 
@@ -217,28 +218,35 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer):
     return InputFeatures(packed.input_ids, packed.input_mask, packed.input_type_ids, label_id)
 
 
-def serialize_features(features, varints):
-    """The original `file_based_convert_examples_to_features` record (`label_ids` is a float
-    for regression)."""
-    label = (records.float_feature([features.label_id]) if isinstance(features.label_id, float)
-             else records.int64_feature(varints.encode([features.label_id])))
-    return records.example([
-        ("input_ids", records.int64_feature(varints.encode(features.input_ids))),
-        ("input_mask", records.int64_feature(varints.encode(features.input_mask))),
-        ("segment_ids", records.int64_feature(varints.encode(features.segment_ids))),
-        ("label_ids", label),
-        ("is_real_example",
-         records.int64_feature(varints.encode([int(features.is_real_example)]))),
-    ])
+def record_schema(regression):
+    """The original `file_based_convert_examples_to_features` record: `write_features` writes
+    it, `modeling.tasks.classifier` reads it. `label_ids` is a float for regression."""
+    return records.Schema(
+        input_ids=records.int64s("max_seq_length"),
+        input_mask=records.int64s("max_seq_length"),
+        segment_ids=records.int64s("max_seq_length"),
+        label_ids=records.floats() if regression else records.int64s(),
+        is_real_example=records.int64s())
 
 
 def write_features(examples, label_list, max_seq_length, tokenizer, output_file):
-    """Writes the examples' features as TFRecords, atomically. Returns the count."""
+    """Writes the examples' features as TFRecords, atomically. Returns the count.
+
+    Args:
+      label_list: the class names, or empty for regression.
+    """
     varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, 2))
-    temp = f"{output_file}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    regression = not label_list
+    encoder = record_schema(regression).encoder(max_seq_length=max_seq_length)
+    with files.atomic_write(output_file, "wb") as writer:
         for example in examples:
             features = convert_single_example(example, label_list, max_seq_length, tokenizer)
-            writer.write(records.frame(serialize_features(features, varints)))
-    os.replace(temp, output_file)
+            writer.write(records.frame(encoder.serialize({
+                "input_ids": varints.encode(features.input_ids),
+                "input_mask": varints.encode(features.input_mask),
+                "segment_ids": varints.encode(features.segment_ids),
+                "label_ids": ([features.label_id] if regression
+                              else varints.encode([features.label_id])),
+                "is_real_example": varints.encode([int(features.is_real_example)]),
+            })))
     return len(examples)

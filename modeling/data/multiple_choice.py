@@ -6,8 +6,8 @@ No TensorFlow is imported here.
 """
 import csv
 import dataclasses
-import os
 
+from modeling import files
 from modeling.data import records, text
 
 NUM_CHOICES = 4
@@ -125,12 +125,22 @@ def convert_example(example, max_seq_length, tokenizer):
     return features
 
 
+# One example: `write_features` writes it, `modeling.tasks.multiple_choice` reads it.
+RECORD_SCHEMA = records.Schema(
+    input_ids=records.int64s(NUM_CHOICES, "max_seq_length"),
+    input_mask=records.int64s(NUM_CHOICES, "max_seq_length"),
+    segment_ids=records.int64s(NUM_CHOICES, "max_seq_length"),
+    label_ids=records.int64s(1),
+    is_real_example=records.int64s(1))
+
+
 def write_features(examples, max_seq_length, tokenizer, path):
-    """Writes the examples' features as TFRecords of `tf.train.Example`s, atomically.
+    """Writes the examples' features as TFRecords of `tf.train.Example`s (`RECORD_SCHEMA`),
+    atomically.
 
     Each record holds, all int64:
-      input_ids, input_mask, segment_ids: [NUM_CHOICES * T], the [NUM_CHOICES, T] arrays
-        flattened row-major (choice 0's T values first); reshape to [NUM_CHOICES, T] on read.
+      input_ids, input_mask, segment_ids: the [NUM_CHOICES, T] arrays flattened row-major
+        (choice 0's T values first), as a [NUM_CHOICES, T] feature reads them.
       label_ids: [1], the right ending's index (0 for test and padding examples).
       is_real_example: [1], 0 for a `PaddingInputExample`.
 
@@ -138,20 +148,16 @@ def write_features(examples, max_seq_length, tokenizer, path):
       The number of records written (int).
     """
     varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, NUM_CHOICES))
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    encoder = RECORD_SCHEMA.encoder(max_seq_length=max_seq_length)
+    with files.atomic_write(path, "wb") as writer:
         for example in examples:
             features = convert_example(example, max_seq_length, tokenizer)
-            record = records.example([
-                (name, records.int64_feature(varints.encode(
-                    [value for row in getattr(features, name) for value in row])))
-                for name in ("input_ids", "input_mask", "segment_ids")] + [
-                ("label_ids", records.int64_feature(varints.encode([features.label]))),
-                ("is_real_example", records.int64_feature(
-                    varints.encode([int(features.is_real_example)]))),
-            ])
-            writer.write(records.frame(record))
-    os.replace(temp, path)
+            values = {name: varints.encode([value for row in getattr(features, name)
+                                            for value in row])
+                      for name in ("input_ids", "input_mask", "segment_ids")}
+            values.update(label_ids=varints.encode([features.label]),
+                          is_real_example=varints.encode([int(features.is_real_example)]))
+            writer.write(records.frame(encoder.serialize(values)))
     return len(examples)
 
 
@@ -170,8 +176,6 @@ def write_predictions(examples, probabilities, path):
         if len(row) != NUM_CHOICES:
             raise ValueError(f"example {example.example_id}: {len(row)} probabilities, "
                              f"expected {NUM_CHOICES}")
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as writer:
+    with files.atomic_write(path) as writer:
         for example, row in zip(examples, probabilities):
             writer.write("\t".join([example.example_id] + [str(value) for value in row]) + "\n")
-    os.replace(temp, path)

@@ -26,6 +26,7 @@ No TensorFlow is imported here.
 import dataclasses
 import os
 
+from modeling import files
 from modeling.data import records
 
 SCHEMES = ("auto", "iob1", "iob2")
@@ -310,35 +311,47 @@ def convert_sentences(sentences, label_list, max_seq_length, tokenizer, stride=N
                                              stride, sentence_index=index)]
 
 
+# One window: `write_features` writes it, `modeling.tasks.ner` reads it.
+RECORD_SCHEMA = records.Schema(
+    input_ids=records.int64s("max_seq_length"),
+    input_mask=records.int64s("max_seq_length"),
+    segment_ids=records.int64s("max_seq_length"),
+    label_ids=records.int64s("max_seq_length"),
+    label_weights=records.floats("max_seq_length"),
+    word_ids=records.int64s("max_seq_length"),
+    sentence_index=records.int64s(1))
+
+
 def _int64s(values):
     if min(values) >= 0:
         try:
-            return records.int64_feature(_VARINTS.encode(values))
+            return _VARINTS.encode(values)
         except IndexError:  # an id beyond the table
             pass
-    return records.int64_feature(b"".join(records.varint(v & _INT64_MASK) for v in values))
+    return b"".join(records.varint(v & _INT64_MASK) for v in values)
 
 
 def write_features(features, output_file):
-    """Writes `InputFeatures` as TFRecords, atomically. Returns the count.
+    """Writes `InputFeatures` as TFRecords (`RECORD_SCHEMA`), atomically. Returns the count.
 
-    Each record holds, with S = max_seq_length: int64 `input_ids`, `input_mask`,
-    `segment_ids`, `label_ids` and `word_ids` [S], float `label_weights` [S], and int64
-    `sentence_index` [1].
+    Each record holds, with S = max_seq_length (the features'): int64 `input_ids`,
+    `input_mask`, `segment_ids`, `label_ids` and `word_ids` [S], float `label_weights` [S],
+    and int64 `sentence_index` [1].
     """
-    temp = f"{output_file}.tmp-{os.getpid()}"
-    with open(temp, "wb") as writer:
+    with files.atomic_write(output_file, "wb") as writer:
+        encoder = None
         for feature in features:
-            writer.write(records.frame(records.example([
-                ("input_ids", _int64s(feature.input_ids)),
-                ("input_mask", _int64s(feature.input_mask)),
-                ("segment_ids", _int64s(feature.segment_ids)),
-                ("label_ids", _int64s(feature.label_ids)),
-                ("label_weights", records.float_feature(feature.label_weights)),
-                ("word_ids", _int64s(feature.word_ids)),
-                ("sentence_index", _int64s([feature.sentence_index])),
-            ])))
-    os.replace(temp, output_file)
+            if encoder is None:
+                encoder = RECORD_SCHEMA.encoder(max_seq_length=len(feature.input_ids))
+            writer.write(records.frame(encoder.serialize({
+                "input_ids": _int64s(feature.input_ids),
+                "input_mask": _int64s(feature.input_mask),
+                "segment_ids": _int64s(feature.segment_ids),
+                "label_ids": _int64s(feature.label_ids),
+                "label_weights": feature.label_weights,
+                "word_ids": _int64s(feature.word_ids),
+                "sentence_index": _int64s([feature.sentence_index]),
+            })))
     return len(features)
 
 
@@ -387,11 +400,9 @@ def write_predictions(sentences, predicted_tags, path):
         if len(tags) != len(sentence.lines):
             raise ValueError(f"Sentence {index} ({sentence.where(0)}) has "
                              f"{len(sentence.lines)} words but {len(tags)} predicted tags")
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as writer:
+    with files.atomic_write(path) as writer:
         for sentence, tags in zip(sentences, predicted_tags):
             for line, tag in zip(sentence.lines, tags):
                 separator = "\t" if "\t" in line else " "
                 writer.write(f"{line}{separator}{tag}\n")
             writer.write("\n")
-    os.replace(temp, path)

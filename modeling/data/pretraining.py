@@ -11,8 +11,6 @@ import random
 
 from modeling.data import records
 
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,13 +239,28 @@ def create_instances(documents, maker, dupe_factor, progress=None):
     return instances
 
 
+# One instance, as the original writes it: `ExampleEncoder` writes it,
+# `modeling.tasks.pretraining` reads it.
+RECORD_SCHEMA = records.Schema(
+    input_ids=records.int64s("max_seq_length"),
+    input_mask=records.int64s("max_seq_length"),
+    segment_ids=records.int64s("max_seq_length"),
+    masked_lm_positions=records.int64s("max_predictions_per_seq"),
+    masked_lm_ids=records.int64s("max_predictions_per_seq"),
+    masked_lm_weights=records.floats("max_predictions_per_seq"),
+    next_sentence_labels=records.int64s(1))
+
+
 class ExampleEncoder:
-    """Serializes instances as the original's `tf.train.Example`s, padded to fixed lengths."""
+    """Serializes instances as the original's `tf.train.Example`s (`RECORD_SCHEMA`), padded to
+    fixed lengths."""
 
     def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq):
         self.max_seq_length = max_seq_length
         self.max_predictions = max_predictions_per_seq
         self.varints = records.VarintTable(max(vocab_size, max_seq_length, 2))
+        self.encoder = RECORD_SCHEMA.encoder(max_seq_length=max_seq_length,
+                                             max_predictions_per_seq=max_predictions_per_seq)
 
     def encode(self, instance):
         """Returns the serialized Example (bytes)."""
@@ -259,18 +272,16 @@ class ExampleEncoder:
         pad = self.max_seq_length - length
         predictions = len(instance.masked_lm_positions)
         pred_pad = self.max_predictions - predictions
-        return records.example([
-            ("input_ids", records.int64_feature(encode(instance.input_ids) + b"\0" * pad)),
-            ("input_mask", records.int64_feature(b"\1" * length + b"\0" * pad)),
-            ("segment_ids", records.int64_feature(encode(instance.segment_ids) + b"\0" * pad)),
-            ("masked_lm_positions", records.int64_feature(
-                encode(instance.masked_lm_positions) + b"\0" * pred_pad)),
-            ("masked_lm_ids", records.int64_feature(
-                encode(instance.masked_lm_ids) + b"\0" * pred_pad)),
-            ("masked_lm_weights", records.float_feature([1.0] * predictions + [0.0] * pred_pad)),
-            ("next_sentence_labels", records.int64_feature(
-                b"\1" if instance.is_random_next else b"\0")),
-        ])
+        # Varints of 0 and 1 are the bytes 0 and 1: the padding and the mask are plain bytes.
+        return self.encoder.serialize({
+            "input_ids": encode(instance.input_ids) + b"\0" * pad,
+            "input_mask": b"\1" * length + b"\0" * pad,
+            "segment_ids": encode(instance.segment_ids) + b"\0" * pad,
+            "masked_lm_positions": encode(instance.masked_lm_positions) + b"\0" * pred_pad,
+            "masked_lm_ids": encode(instance.masked_lm_ids) + b"\0" * pred_pad,
+            "masked_lm_weights": [1.0] * predictions + [0.0] * pred_pad,
+            "next_sentence_labels": b"\1" if instance.is_random_next else b"\0",
+        })
 
 
 def shard_rng(random_seed, shard):

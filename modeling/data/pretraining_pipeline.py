@@ -255,10 +255,6 @@ class Progress:
               f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s", file=self.stream, flush=True)
 
 
-def _temp_name(path, tag):
-    return f"{path}.tmp-{os.getpid()}-{tag}"
-
-
 def _plan(paths, outputs, num_workers, chunk_bytes, **task_fields):
     if chunk_bytes > 0:
         spans_per_shard = plan_chunks(paths, chunk_bytes)
@@ -268,9 +264,9 @@ def _plan(paths, outputs, num_workers, chunk_bytes, **task_fields):
         filters = [(num_workers, k) for k in range(num_workers)]
     else:
         return [ShardTask(shard=None, spans=tuple(whole_files(paths)), document_filter=None,
-                          outputs=tuple(_temp_name(p, "final") for p in outputs), **task_fields)]
+                          outputs=tuple(files.temp_path(p, "final") for p in outputs), **task_fields)]
     return [ShardTask(shard=k, spans=tuple(spans), document_filter=filters[k],
-                      outputs=tuple(_temp_name(p, f"shard{k}") for p in outputs), **task_fields)
+                      outputs=tuple(files.temp_path(p, f"shard{k}") for p in outputs), **task_fields)
             for k, spans in enumerate(spans_per_shard)]
 
 
@@ -298,13 +294,13 @@ def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case, 
                   dupe_factor=dupe_factor)
     progress = Progress(sum(os.path.getsize(p) for p in paths), dupe_factor, len(tasks),
                         progress_stream)
-    finals = [_temp_name(p, "final") for p in outputs]
+    finals = [files.temp_path(p, "final") for p in outputs]
     try:
         documents, instances = _run(tasks, finals, num_workers, progress)
         if instances == 0:
             raise ValueError(f"{input_file}: no document with any token, so no instance")
         for temp, path in zip(finals, outputs):
-            os.replace(temp, path)
+            files.replace(temp, path)
     finally:
         for task in tasks:
             for path in task.outputs + tuple(finals):

@@ -1,15 +1,22 @@
-"""TFRecord files of `tf.train.Example`s, written without TensorFlow.
+"""TFRecord files of `tf.train.Example`s, written without TensorFlow, and their schemas.
 
 Data workers stay light (no TensorFlow import, no per-record protobuf objects): an Example with
 int64 and float features is a few length-prefixed byte strings, built here directly. The bytes
 parse with `tf.train.Example.FromString` and `tf.data.TFRecordDataset` like TensorFlow's own.
+
+Each record kind has one `Schema`, declared in its data module: its writer serializes through
+it (`Schema.encoder`), and its reader builds the parse spec from it
+(`modeling.training.input_pipeline.parse_spec`), so the two cannot drift apart.
 """
-import functools
+import dataclasses
+import math
 import struct
 
 import google_crc32c
 
 _CRC_MASK_DELTA = 0xA282EAD8
+INT64, FLOAT = "int64", "float"
+_CONTINUED = bytes(range(0x80, 0x100))  # the bytes of a varint but its last
 
 
 def _encode_varint(value):
@@ -48,28 +55,6 @@ def _field(number, payload):
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
-def int64_feature(packed_varints):
-    """A `Feature` holding an `Int64List` whose packed varints are given."""
-    return _field(3, _field(1, packed_varints))
-
-
-def float_feature(values):
-    """A `Feature` holding a `FloatList` of `values`."""
-    return _field(2, _field(1, struct.pack(f"<{len(values)}f", *values)))
-
-
-@functools.lru_cache(maxsize=None)
-def _key_field(name):
-    return _field(1, name.encode("utf-8"))
-
-
-def example(features):
-    """Serializes a `tf.train.Example` from (name, serialized `Feature`) pairs, in that order."""
-    entries = b"".join([_field(1, _key_field(name) + _field(2, feature))
-                        for name, feature in features])
-    return _field(1, entries)
-
-
 def _masked_crc(data):
     crc = google_crc32c.value(data)
     return struct.pack("<I", (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF)
@@ -95,3 +80,125 @@ def read_records(path):
             if len(record) < length or _masked_crc(record) != crc:
                 raise ValueError(f"{path}: corrupt TFRecord at byte {reader.tell()}")
             yield record
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """One feature of a record kind.
+
+    Attributes:
+      dtype: INT64 or FLOAT.
+      shape: the shape a reader parses it to: a tuple of dimensions, each an int or the name of
+        a size given with the schema ("max_seq_length"); () for one value read as a scalar. The
+        record holds the product of the dimensions as one flat list.
+    """
+    dtype: str
+    shape: tuple = ()
+
+    def __post_init__(self):
+        if self.dtype not in (INT64, FLOAT):
+            raise ValueError(f"a feature is {INT64} or {FLOAT}, not {self.dtype!r}")
+
+
+def int64s(*shape):
+    """An int64 `Feature` of this shape (none: a scalar)."""
+    return Feature(INT64, shape)
+
+
+def floats(*shape):
+    """A float `Feature` of this shape (none: a scalar)."""
+    return Feature(FLOAT, shape)
+
+
+class Schema:
+    """The features of one record kind, by name, in the order its writer writes them."""
+
+    def __init__(self, **features):
+        self.features = features
+
+    def __repr__(self):
+        return f"Schema({', '.join(f'{n}={f}' for n, f in self.features.items())})"
+
+    def shapes(self, **sizes):
+        """Each feature's dtype and shape at these sizes.
+
+        Args:
+          **sizes: the ints the shapes name (max_seq_length=128, say).
+
+        Returns:
+          dict name -> (dtype, tuple of int), in the schema's order.
+
+        Raises:
+          ValueError: a size the schema names is not given.
+        """
+        missing = sorted({dim for feature in self.features.values() for dim in feature.shape
+                          if isinstance(dim, str) and dim not in sizes})
+        if missing:
+            raise ValueError(f"{self} needs the sizes {missing}; got {sorted(sizes)}")
+        return {name: (feature.dtype, tuple(sizes[d] if isinstance(d, str) else d
+                                            for d in feature.shape))
+                for name, feature in self.features.items()}
+
+    def encoder(self, **sizes):
+        """A `RecordEncoder` for records of this schema at these sizes."""
+        return RecordEncoder(self.shapes(**sizes))
+
+
+class RecordEncoder:
+    """Serializes records of one schema at fixed sizes, checking each against it."""
+
+    def __init__(self, shapes):
+        """Args: shapes, as `Schema.shapes` returns them."""
+        # The map entry's key field, precomputed: b"\x0a" <length> <name>.
+        self._fields = [(name, dtype == INT64, math.prod(shape), _field(1, name.encode("utf-8")))
+                        for name, (dtype, shape) in shapes.items()]
+
+    def serialize(self, values):
+        """Serializes one record: a `tf.train.Example` whose `Features` map holds one entry per
+        feature, in the schema's order.
+
+        Args:
+          values: dict, for each feature of the schema and no other: its packed varints
+            (bytes; see `varint` and `VarintTable`) for an int64 feature, a sequence of floats
+            for a float one.
+
+        Returns:
+          bytes.
+
+        Raises:
+          ValueError: a feature missing, not in the schema, or of another length.
+        """
+        if len(values) != len(self._fields):
+            self._refuse(values)
+        parts = []
+        for name, is_int64, length, key in self._fields:
+            try:
+                value = values[name]
+            except KeyError:
+                self._refuse(values)
+            if is_int64:
+                count = len(value.translate(None, _CONTINUED))  # a varint ends in one byte < 128
+                payload, list_field = value, b"\x1a"  # Feature.int64_list (3)
+            else:
+                count = len(value)
+                payload, list_field = struct.pack(f"<{count}f", *value), b"\x12"  # float_list (2)
+            if count != length:
+                raise ValueError(f"record feature {name!r} has {count} values; its schema "
+                                 f"says {length}")
+            # Nested length-delimited fields, from the inside out, each header computed from
+            # the lengths so that the payload is copied once, by the final join: the packed
+            # `value` (1) of the list, the list in the `Feature`, the `Feature` as the map
+            # entry's value (2), the entry (key and value) in `Features.feature` (1).
+            packed = b"\x0a" + varint(len(payload))
+            size = len(packed) + len(payload)
+            in_feature = list_field + varint(size)
+            size += len(in_feature)
+            entry_value = b"\x12" + varint(size)
+            size += len(entry_value) + len(key)
+            parts += (b"\x0a", varint(size), key, entry_value, in_feature, packed, payload)
+        features = b"".join(parts)
+        return b"\x0a" + varint(len(features)) + features  # Example.features (1)
+
+    def _refuse(self, values):
+        raise ValueError(f"record features {sorted(values)} are not the schema's "
+                         f"{sorted(name for name, _, _, _ in self._fields)}")

@@ -12,10 +12,10 @@ No TensorFlow is imported here.
 import collections
 import dataclasses
 import json
-import os
 
 from absl import logging
 
+from modeling import files
 from modeling.data import records
 from modeling.text import tokenization
 
@@ -24,6 +24,30 @@ from modeling.text import tokenization
 _FIRST_UNIQUE_ID = 1000000000
 
 _DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
+
+
+def max_tokens_for_doc(max_seq_length, query_length):
+    """How many context pieces a window holds: `[CLS] query [SEP] window [SEP]` fills
+    `max_seq_length`. Plain arithmetic: the export applies it to tensors of query lengths."""
+    return max_seq_length - query_length - 3
+
+
+def doc_offset(query_length):
+    """The position of a window's first context piece, after `[CLS] query [SEP]`."""
+    return query_length + 2
+
+
+def record_schema(is_training):
+    """The original's record of one window: `FeatureWriter` writes it, `modeling.tasks.squad`
+    reads it. The answer positions only when training."""
+    features = {"unique_ids": records.int64s(),
+                "input_ids": records.int64s("max_seq_length"),
+                "input_mask": records.int64s("max_seq_length"),
+                "segment_ids": records.int64s("max_seq_length")}
+    if is_training:
+        features.update(start_positions=records.int64s(), end_positions=records.int64s(),
+                        is_impossible=records.int64s())
+    return records.Schema(**features)
 
 
 @dataclasses.dataclass
@@ -299,7 +323,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         `max_query_length` pieces, [CLS] and two [SEP] (the original would loop forever), or
         `doc_stride` < 1 (likewise).
     """
-    if max_seq_length <= max_query_length + 3:
+    if max_tokens_for_doc(max_seq_length, max_query_length) <= 0:
         raise ValueError(f"The max_seq_length ({max_seq_length}) must be greater than "
                          f"max_query_length ({max_query_length}) + 3")
     if doc_stride < 1:
@@ -327,8 +351,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
                 example.orig_answer_text)
 
-        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3  # [CLS], [SEP], [SEP]
-        doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        doc_spans = _doc_spans(len(all_doc_tokens),
+                               max_tokens_for_doc(max_seq_length, len(query_tokens)), doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
             tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
             segment_ids = [0] * len(tokens)
@@ -352,9 +376,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 doc_start = doc_span.start
                 doc_end = doc_span.start + doc_span.length - 1
                 if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    doc_offset = len(query_tokens) + 2
-                    start_position = tok_start_position - doc_start + doc_offset
-                    end_position = tok_end_position - doc_start + doc_offset
+                    offset = doc_offset(len(query_tokens))
+                    start_position = tok_start_position - doc_start + offset
+                    end_position = tok_end_position - doc_start + offset
                 else:  # nothing to predict in this window: train it to point at [CLS]
                     start_position = end_position = 0
 
@@ -374,8 +398,8 @@ class FeatureWriter:
 
     Each record holds int64 features `unique_ids` [1], `input_ids`, `input_mask` and
     `segment_ids` [max_seq_length], and when training `start_positions`, `end_positions` and
-    `is_impossible` (0 or 1) [1]. Records go to a temporary file, renamed to `filename` by
-    `close()`, so that a crash never leaves a partial file under the final name.
+    `is_impossible` (0 or 1) [1] (`record_schema`). Records go to a temporary file, renamed to
+    `filename` by `close()`, so that a crash never leaves a partial file under the final name.
 
     Attributes:
       filename: str, the final path.
@@ -391,35 +415,37 @@ class FeatureWriter:
         self.filename = filename
         self.is_training = is_training
         self.num_features = 0
+        self._encoder = None  # for the first feature's max_seq_length; the others must have it
         self._varints = records.VarintTable(self._TABLE_SIZE)
-        self._temp = f"{filename}.tmp-{os.getpid()}"
+        self._temp = files.temp_path(filename)
         self._writer = open(self._temp, "wb")
 
     def _int64s(self, values):
         try:
-            packed = self._varints.encode(values)
+            return self._varints.encode(values)
         except IndexError:  # the unique id, or an id beyond the table
-            packed = b"".join(records.varint(value) for value in values)
-        return records.int64_feature(packed)
+            return b"".join(records.varint(value) for value in values)
 
     def process_feature(self, feature):
         """Writes one `InputFeatures` (usable as `convert_examples_to_features`'s output_fn)."""
         self.num_features += 1
-        features = [
-            ("unique_ids", self._int64s([feature.unique_id])),
-            ("input_ids", self._int64s(feature.input_ids)),
-            ("input_mask", self._int64s(feature.input_mask)),
-            ("segment_ids", self._int64s(feature.segment_ids)),
-        ]
+        if self._encoder is None:
+            self._encoder = record_schema(self.is_training).encoder(
+                max_seq_length=len(feature.input_ids))
+        values = {
+            "unique_ids": self._int64s([feature.unique_id]),
+            "input_ids": self._int64s(feature.input_ids),
+            "input_mask": self._int64s(feature.input_mask),
+            "segment_ids": self._int64s(feature.segment_ids),
+        }
         if self.is_training:
-            features += [
-                ("start_positions", self._int64s([feature.start_position])),
-                ("end_positions", self._int64s([feature.end_position])),
-                ("is_impossible", self._int64s([int(bool(feature.is_impossible))])),
-            ]
-        self._writer.write(records.frame(records.example(features)))
+            values.update(
+                start_positions=self._int64s([feature.start_position]),
+                end_positions=self._int64s([feature.end_position]),
+                is_impossible=self._int64s([int(bool(feature.is_impossible))]))
+        self._writer.write(records.frame(self._encoder.serialize(values)))
 
     def close(self):
         """Finishes the file and moves it to `filename`."""
         self._writer.close()
-        os.replace(self._temp, self.filename)
+        files.replace(self._temp, self.filename)

@@ -5,6 +5,10 @@ import tensorflow as tf
 from modeling.encoder import layers
 from modeling.encoder.config import BertConfig
 
+# The pooler's checkpoint names. Hugging Face's masked-LM, token-classification and
+# question-answering models have no pooler, so checkpoints converted from them lack these.
+POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertModel(keras.Model):
@@ -22,6 +26,11 @@ class BertModel(keras.Model):
       pooled_output: float [B, H], tanh(dense(first token of sequence_output)).
     Dropout is active only when called with `training=True`.
     """
+    # What a checkpoint may lack (the loader then keeps the initial values; see
+    # `name_based.load_original`), and the variable prefixes no output depends on (for a task
+    # model: no gradient, so the trainer leaves them alone). Each model declares its own.
+    OPTIONAL_VARIABLES = POOLER
+    UNTRAINED_PREFIXES = ()
 
     def __init__(self, config, **kwargs):
         """Creates every weight at once (TruncatedNormal(initializer_range), as the original).

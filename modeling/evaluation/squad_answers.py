@@ -22,11 +22,11 @@ This module is pure Python (no TensorFlow): a metric may import it.
 import collections
 import json
 import math
-import os
 
 import numpy as np
 from absl import logging
 
+from modeling import files
 from modeling.text import tokenization
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
@@ -321,11 +321,5 @@ def _compute_softmax(scores):
 
 def _write_json(path, value):
     """Writes `json.dumps(value, indent=4)` and a newline, as the original, atomically."""
-    temp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temp, "w", encoding="utf-8", newline="") as writer:
-            writer.write(json.dumps(value, indent=4) + "\n")
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
+    with files.atomic_write(path) as writer:
+        writer.write(json.dumps(value, indent=4) + "\n")

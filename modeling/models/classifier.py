@@ -3,11 +3,10 @@ output layer whose variables sit at the checkpoint's root (`output_weights`, `ou
 import keras
 import tensorflow as tf
 
+from modeling import heads
 from modeling.encoder import layers
-from modeling.encoder.bert_model import BertModel
+from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import BertConfig
-
-HEAD_DROPOUT_PROB = 0.1  # the original's, on the pooled output, whatever the config says
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -19,6 +18,10 @@ class BertClassifier(keras.Model):
     `predictions` [B]. Given `label_ids` too, it adds `per_example_loss` and `loss` (softmax
     cross-entropy, or mean squared error for regression).
     """
+    # A pre-trained checkpoint has no head; one converted from Hugging Face's masked-LM model
+    # has no pooler either (it starts at random, as transformers starts it).
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + POOLER
+    UNTRAINED_PREFIXES = ()
 
     def __init__(self, config, num_labels, regression=False, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
@@ -28,7 +31,7 @@ class BertClassifier(keras.Model):
             raise ValueError(f"a regression head has one output, got num_labels={num_labels}")
         self.num_labels, self.regression = num_labels, regression
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
+        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
         # Created outside any layer's scope, so their paths are the original's root names;
         # stddev 0.02 as the original's, whatever the config's initializer_range.
         self.output_weights, self.output_bias = layers.root_output_variables(
@@ -40,9 +43,7 @@ class BertClassifier(keras.Model):
                         if k in ("input_ids", "input_mask", "token_type_ids")}
         pooled = self.bert(model_inputs, training=training)["pooled_output"]
         pooled = self.dropout(pooled, training=training)
-        weights = tf.cast(self.output_weights, pooled.dtype)
-        logits = tf.cast(tf.matmul(pooled, weights, transpose_b=True), tf.float32)
-        logits += self.output_bias
+        logits = heads.output_logits(pooled, self.output_weights, self.output_bias)
         outputs = {"logits": logits}
         if self.regression:
             outputs["predictions"] = logits[:, 0]
@@ -50,13 +51,13 @@ class BertClassifier(keras.Model):
             outputs["probabilities"] = tf.nn.softmax(logits, axis=-1)
             outputs["log_probabilities"] = tf.nn.log_softmax(logits, axis=-1)
         if "label_ids" in inputs:
-            labels = inputs["label_ids"]
             if self.regression:
-                per_example = tf.square(outputs["predictions"] - tf.cast(labels, tf.float32))
+                loss, per_example = heads.regression_loss(outputs["predictions"],
+                                                          inputs["label_ids"])
             else:
-                one_hot = tf.one_hot(tf.cast(labels, tf.int32), self.num_labels)
-                per_example = -tf.reduce_sum(one_hot * outputs["log_probabilities"], axis=-1)
-            outputs.update(per_example_loss=per_example, loss=tf.reduce_mean(per_example))
+                loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                              inputs["label_ids"])
+            outputs.update(per_example_loss=per_example, loss=loss)
         return outputs
 
     def get_config(self):

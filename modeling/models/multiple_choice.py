@@ -6,11 +6,10 @@ Shape legend: B batch, C choices, T sequence length, H hidden size.
 import keras
 import tensorflow as tf
 
+from modeling import heads
 from modeling.encoder import layers
-from modeling.encoder.bert_model import BertModel
+from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import BertConfig
-
-HEAD_DROPOUT_PROB = 0.1  # as run_classifier's head, on the pooled output
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -22,13 +21,17 @@ class BertMultipleChoice(keras.Model):
     `probabilities` and `log_probabilities` float32 [B, C]. Given `label_ids` int [B] too, it
     adds `per_example_loss` [B] (softmax cross-entropy over the choices) and `loss`.
     """
+    # A pre-trained checkpoint has no scoring vector; one converted from Hugging Face's
+    # masked-LM model has no pooler either (it starts at random, as transformers starts it).
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + POOLER
+    UNTRAINED_PREFIXES = ()
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
         super().__init__(**kwargs)
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
+        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
         self.output_weights, self.output_bias = layers.root_output_variables(self.config, 1)
         self.built = True
 
@@ -38,15 +41,14 @@ class BertMultipleChoice(keras.Model):
                 for name in ("input_ids", "input_mask", "token_type_ids")}
         pooled = self.bert(flat, training=training)["pooled_output"]  # [B*C, H]
         pooled = self.dropout(pooled, training=training)
-        scores = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
-        logits = tf.reshape(tf.cast(scores, tf.float32) + self.output_bias, shape[:2])
+        scores = heads.output_logits(pooled, self.output_weights, self.output_bias)  # [B*C, 1]
+        logits = tf.reshape(scores, shape[:2])  # [B, C]
         log_probs = tf.nn.log_softmax(logits, axis=-1)
         outputs = {"logits": logits, "probabilities": tf.exp(log_probs),
                    "log_probabilities": log_probs}
         if "label_ids" in inputs:
-            labels = tf.reshape(tf.cast(inputs["label_ids"], tf.int32), [-1])
-            per_example = -tf.reduce_sum(tf.one_hot(labels, shape[1]) * log_probs, axis=-1)
-            outputs.update(per_example_loss=per_example, loss=tf.reduce_mean(per_example))
+            loss, per_example = heads.classification_loss(log_probs, inputs["label_ids"])
+            outputs.update(per_example_loss=per_example, loss=loss)
         return outputs
 
     def get_config(self):

@@ -5,11 +5,10 @@ Shape legend: B batch, T sequence length, H hidden size, L labels.
 import keras
 import tensorflow as tf
 
+from modeling import heads
 from modeling.encoder import layers
-from modeling.encoder.bert_model import BertModel
+from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import BertConfig
-
-HEAD_DROPOUT_PROB = 0.1  # as run_classifier's head, on the final hidden states
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -22,6 +21,10 @@ class BertTokenClassifier(keras.Model):
     and padding carry no loss) it adds `per_token_loss` [B, T] (weights applied) and `loss`,
     Σ weighted losses / Σ weights.
     """
+    # A pre-trained checkpoint has no head. The pooler feeds nothing here: Hugging Face's
+    # token classifiers have none, and it gets no update.
+    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + POOLER
+    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_token_classifier")
@@ -29,7 +32,7 @@ class BertTokenClassifier(keras.Model):
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.num_labels = num_labels
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(HEAD_DROPOUT_PROB)
+        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
         self.output_weights, self.output_bias = layers.root_output_variables(self.config, num_labels)
         self.built = True
 
@@ -39,19 +42,15 @@ class BertTokenClassifier(keras.Model):
         hidden = self.bert(model_inputs, training=training)["sequence_output"]
         hidden = self.dropout(hidden, training=training)
         rows = tf.reshape(hidden, [-1, self.config.hidden_size])  # [B*T, H]
-        logits = tf.matmul(rows, tf.cast(self.output_weights, rows.dtype), transpose_b=True)
-        logits = tf.cast(logits, tf.float32) + self.output_bias
+        logits = heads.output_logits(rows, self.output_weights, self.output_bias)  # [B*T, L]
         logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:2], [self.num_labels]], 0))
         log_probs = tf.nn.log_softmax(logits, axis=-1)
         outputs = {"logits": logits, "log_probabilities": log_probs,
                    "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)}
         if "label_ids" in inputs:
-            weights = tf.cast(inputs["label_weights"], tf.float32)
-            one_hot = tf.one_hot(tf.cast(inputs["label_ids"], tf.int32), self.num_labels)
-            per_token = -tf.reduce_sum(one_hot * log_probs, axis=-1) * weights
-            outputs.update(per_token_loss=per_token,
-                           loss=tf.reduce_sum(per_token) / tf.maximum(tf.reduce_sum(weights),
-                                                                      1.0))
+            loss, per_token = heads.token_classification_loss(
+                log_probs, inputs["label_ids"], inputs["label_weights"])
+            outputs.update(per_token_loss=per_token, loss=loss)
         return outputs
 
     def get_config(self):

@@ -5,9 +5,9 @@ V vocabulary size.
 """
 import keras
 
-from modeling.encoder.bert_model import BertModel
+from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import BertConfig
-from modeling.heads import MaskedLMHead, NextSentenceHead, masked_lm_loss, next_sentence_loss
+from modeling.heads import MaskedLMHead, NextSentenceHead, classification_loss, masked_lm_loss
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -22,6 +22,11 @@ class BertPretrainer(keras.Model):
     """
 
     LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+    # A converted Hugging Face masked-LM model has neither pooler nor next-sentence head;
+    # they start at random, as transformers starts them in BertForPreTraining.
+    OPTIONAL_VARIABLES = POOLER + ("cls/seq_relationship/output_weights",
+                                   "cls/seq_relationship/output_bias")
+    UNTRAINED_PREFIXES = ()
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
@@ -46,8 +51,8 @@ class BertPretrainer(keras.Model):
         if present:
             mlm, mlm_example = masked_lm_loss(outputs["masked_lm_log_probs"],
                                               inputs["masked_lm_ids"], inputs["masked_lm_weights"])
-            nsp, nsp_example = next_sentence_loss(outputs["next_sentence_log_probs"],
-                                                  inputs["next_sentence_labels"])
+            nsp, nsp_example = classification_loss(outputs["next_sentence_log_probs"],
+                                                   inputs["next_sentence_labels"])
             outputs.update(masked_lm_loss=mlm, masked_lm_example_loss=mlm_example,
                            next_sentence_loss=nsp, next_sentence_example_loss=nsp_example,
                            total_loss=mlm + nsp)

@@ -3,9 +3,8 @@
 Shape legend: B batch, T sequence length, H hidden size.
 """
 import keras
-import tensorflow as tf
 
-from modeling.encoder.bert_model import BertModel
+from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import BertConfig
 from modeling.heads import SquadHead, span_loss
 
@@ -18,6 +17,10 @@ class BertSpanModel(keras.Model):
     Given `start_positions` and `end_positions` int [B] too, it adds `per_example_loss` [B]
     (the mean of the start and end cross-entropies) and `loss`, their batch mean.
     """
+    # A pre-trained checkpoint has no span head. The pooler feeds nothing here: Hugging Face's
+    # question-answering models have none, and it gets no update.
+    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias") + POOLER
+    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_span_model")
@@ -34,9 +37,9 @@ class BertSpanModel(keras.Model):
         start_logits, end_logits = self.squad(sequence_output)
         outputs = {"start_logits": start_logits, "end_logits": end_logits}
         if "start_positions" in inputs:
-            per_example = (span_loss(start_logits, inputs["start_positions"])
-                           + span_loss(end_logits, inputs["end_positions"])) / 2.0
-            outputs.update(per_example_loss=per_example, loss=tf.reduce_mean(per_example))
+            loss, per_example = span_loss(start_logits, end_logits, inputs["start_positions"],
+                                          inputs["end_positions"])
+            outputs.update(per_example_loss=per_example, loss=loss)
         return outputs
 
     def get_config(self):

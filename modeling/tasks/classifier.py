@@ -6,8 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, files
-from modeling.checkpoints import name_based
+from modeling import export, files, heads
 from modeling.data import classifier as classifier_data
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
@@ -19,8 +18,6 @@ class ClassifierTrainer(Trainer):
     """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
     the global batch; the head starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    # A pooler too: converted Hugging Face masked-LM models have none (name_based.POOLER).
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
 
     def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
         self.num_labels, self.regression = num_labels, regression
@@ -30,15 +27,18 @@ class ClassifierTrainer(Trainer):
         return BertClassifier(config, self.num_labels, self.regression)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
         if self.regression:
+            loss, per_example = heads.regression_loss(outputs["predictions"],
+                                                      batch["label_ids"], global_batch)
             correct = tf.constant(0.0)
         else:
+            loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                          batch["label_ids"], global_batch)
             predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
             correct = tf.reduce_sum(tf.cast(
                 tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
-        return tf.reduce_sum(per_example) / global_batch, {
-            "correct": correct, "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+        return loss, {"correct": correct,
+                      "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
     def loop_scalars(self, totals, steps):
         scalars = {"loss": totals["loss"] / steps}
@@ -47,24 +47,14 @@ class ClassifierTrainer(Trainer):
         return scalars
 
 
-def feature_spec(max_seq_length, regression):
-    ints = tf.io.FixedLenFeature
-    return {
-        "input_ids": ints([max_seq_length], tf.int64),
-        "input_mask": ints([max_seq_length], tf.int64),
-        "segment_ids": ints([max_seq_length], tf.int64),
-        "label_ids": ints([], tf.float32 if regression else tf.int64),
-        "is_real_example": ints([], tf.int64),
-    }
-
-
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
                        drop_remainder=False, seed=12345, skip_batches=0):
-    """Batches of `classifier_data.write_features` records, keyed as `BertClassifier`'s
+    """Batches of `data.classifier.write_features` records, keyed as `BertClassifier`'s
     inputs (see `input_pipeline.record_batches`)."""
-    return input_pipeline.record_batches(
-        path, feature_spec(max_seq_length, regression), input_pipeline.int32_inputs, batch_size,
-        is_training, drop_remainder, seed, skip_batches)
+    spec = input_pipeline.parse_spec(classifier_data.record_schema(regression),
+                                     max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
+                                         is_training, drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset, batch_size, task_name):

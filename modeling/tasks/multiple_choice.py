@@ -5,10 +5,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export
-from modeling.checkpoints import name_based
+from modeling import export, heads
 from modeling.data import multiple_choice as multiple_choice_data
-from modeling.data.multiple_choice import NUM_CHOICES
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import Trainer
@@ -18,17 +16,16 @@ class MultipleChoiceTrainer(Trainer):
     """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
     batch; the scoring vector starts random unless the checkpoint has it."""
     METRICS = ("loss", "correct", "examples")
-    # A pooler too: converted Hugging Face masked-LM models have none (name_based.POOLER).
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
 
     def build_model(self, config):
         return BertMultipleChoice(config)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
+        loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                      batch["label_ids"], global_batch)
         predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
         labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
-        return tf.reduce_sum(per_example) / global_batch, {
+        return loss, {
             "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
@@ -39,23 +36,18 @@ class MultipleChoiceTrainer(Trainer):
 
 def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
                  seed=12345, skip_batches=0):
-    """Batches of `multiple_choice_data.write_features` records: int32 [B, 4, T] model
+    """Batches of `data.multiple_choice.write_features` records: int32 [B, 4, T] model
     inputs, `label_ids` [B] and `is_real_example` [B] (see `input_pipeline.record_batches`)."""
-    choices = NUM_CHOICES * max_seq_length
-    spec = {name: tf.io.FixedLenFeature([choices], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids")}
-    spec.update(label_ids=tf.io.FixedLenFeature([1], tf.int64),
-                is_real_example=tf.io.FixedLenFeature([1], tf.int64))
+    spec = input_pipeline.parse_spec(multiple_choice_data.RECORD_SCHEMA,
+                                     max_seq_length=max_seq_length)
 
     def to_inputs(features):
         inputs = input_pipeline.int32_inputs(features)
-        for name in ("input_ids", "input_mask", "token_type_ids"):
-            inputs[name] = tf.reshape(inputs[name], [-1, NUM_CHOICES, max_seq_length])
         for name in ("label_ids", "is_real_example"):
             inputs[name] = inputs[name][:, 0]
         return inputs
     return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
-                                     drop_remainder, seed, skip_batches)
+                                         drop_remainder, seed, skip_batches)
 
 
 def evaluate(trainer, dataset):

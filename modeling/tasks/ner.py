@@ -5,8 +5,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from modeling import export
-from modeling.checkpoints import name_based
+from modeling import export, heads
 from modeling.data import ner as ner_data
 from modeling.evaluation import conlleval
 from modeling.models.ner import BertTokenClassifier
@@ -18,9 +17,6 @@ class TokenClassifierTrainer(Trainer):
     """Trains `BertTokenClassifier`: cross-entropy at each word's first sub-token, divided by
     the number of such tokens in the global batch (so N replicas equal one device)."""
     METRICS = ("loss", "correct", "weight")
-    # The pooler feeds nothing here; Hugging Face's token classifiers have none.
-    OPTIONAL_VARIABLES = ("output_weights", "output_bias") + name_based.POOLER
-    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def __init__(self, strategy, config, num_labels, *args, **kwargs):
         self.num_labels = num_labels
@@ -34,32 +30,26 @@ class TokenClassifierTrainer(Trainer):
         return (context.all_reduce(SUM, tf.reduce_sum(batch["label_weights"])),)
 
     def replica_loss(self, outputs, batch, global_weight):
+        loss, _ = heads.token_classification_loss(
+            outputs["log_probabilities"], batch["label_ids"], batch["label_weights"],
+            global_weight)
         weights = tf.cast(batch["label_weights"], tf.float32)
         correct = tf.cast(tf.equal(outputs["predictions"],
                                    tf.cast(batch["label_ids"], tf.int32)), tf.float32)
-        return (tf.reduce_sum(outputs["per_token_loss"]) / tf.maximum(global_weight, 1.0),
-                {"correct": tf.reduce_sum(correct * weights),
-                 "weight": tf.reduce_sum(weights)})
+        return loss, {"correct": tf.reduce_sum(correct * weights),
+                      "weight": tf.reduce_sum(weights)}
 
     def loop_scalars(self, totals, steps):
         return {"loss": totals["loss"] / steps,
                 "token_accuracy": totals["correct"] / max(totals["weight"], 1.0)}
 
 
-def feature_spec(max_seq_length):
-    ints = tf.io.FixedLenFeature
-    return {name: ints([max_seq_length], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "word_ids")} | {
-        "label_weights": ints([max_seq_length], tf.float32),
-        "sentence_index": ints([1], tf.int64)}
-
-
 def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `ner_data.write_features` windows, keyed as `BertTokenClassifier`'s inputs
+    """Batches of `data.ner.write_features` windows, keyed as `BertTokenClassifier`'s inputs
     (see `input_pipeline.record_batches`)."""
-    return input_pipeline.record_batches(path, feature_spec(max_seq_length),
-                                     input_pipeline.int32_inputs, batch_size, is_training,
-                                     seed=seed, skip_batches=skip_batches)
+    spec = input_pipeline.parse_spec(ner_data.RECORD_SCHEMA, max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
+                                         is_training, seed=seed, skip_batches=skip_batches)
 
 
 def predict_windows(trainer, dataset):

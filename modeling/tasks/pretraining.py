@@ -8,15 +8,12 @@ import tensorflow as tf
 from absl import logging
 from google.protobuf import message
 
-from modeling import files
-from modeling.checkpoints import name_based
-from modeling.data import pretraining_pipeline, records
+from modeling import files, heads
+from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
-from modeling.heads import MASKED_LM_LOSS_EPSILON
 from modeling.models.pretraining import BertPretrainer
-from modeling.training import distribution, fine_tuning
-from modeling.training.options import (TrainingOptions, check_max_seq_length,
-                                       refuse_untrained)
+from modeling.training import distribution, fine_tuning, input_pipeline
+from modeling.training.options import TrainingOptions, check_max_seq_length, refuse_untrained
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
 
@@ -28,11 +25,6 @@ class Pretrainer(Trainer):
     """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
                "nsp_correct", "nsp_loss_sum", "examples")
-
-    # A converted Hugging Face masked-LM model has neither pooler nor next-sentence head;
-    # they start at random, as transformers starts them in BertForPreTraining.
-    OPTIONAL_VARIABLES = name_based.POOLER + ("cls/seq_relationship/output_weights",
-                                              "cls/seq_relationship/output_bias")
 
     def build_model(self, config):
         return BertPretrainer(config)
@@ -47,9 +39,10 @@ class Pretrainer(Trainer):
     def replica_loss(self, outputs, batch, global_weight, global_batch):
         """This replica's share of the global losses, and its metric counts."""
         weights = batch["masked_lm_weights"]
-        mlm_loss = (tf.reduce_sum(weights * outputs["masked_lm_example_loss"])
-                    / (global_weight + MASKED_LM_LOSS_EPSILON))
-        nsp_loss = tf.reduce_sum(outputs["next_sentence_example_loss"]) / global_batch
+        mlm_loss, mlm_example_loss = heads.masked_lm_loss(
+            outputs["masked_lm_log_probs"], batch["masked_lm_ids"], weights, global_weight)
+        nsp_loss, nsp_example_loss = heads.classification_loss(
+            outputs["next_sentence_log_probs"], batch["next_sentence_labels"], global_batch)
         mlm_predictions = tf.argmax(outputs["masked_lm_log_probs"], -1, output_type=tf.int32)
         nsp_predictions = tf.argmax(outputs["next_sentence_log_probs"], -1, output_type=tf.int32)
         labels = tf.reshape(batch["next_sentence_labels"], [-1])
@@ -59,9 +52,9 @@ class Pretrainer(Trainer):
             "mlm_correct": tf.reduce_sum(weights * tf.cast(
                 tf.equal(mlm_predictions, batch["masked_lm_ids"]), tf.float32)),
             "mlm_weight": tf.reduce_sum(weights),
-            "mlm_loss_sum": tf.reduce_sum(weights * outputs["masked_lm_example_loss"]),
+            "mlm_loss_sum": tf.reduce_sum(weights * mlm_example_loss),
             "nsp_correct": tf.reduce_sum(tf.cast(tf.equal(nsp_predictions, labels), tf.float32)),
-            "nsp_loss_sum": tf.reduce_sum(outputs["next_sentence_example_loss"]),
+            "nsp_loss_sum": tf.reduce_sum(nsp_example_loss),
             "examples": tf.cast(tf.shape(labels)[0], tf.float32),
         }
         return mlm_loss + nsp_loss, counts
@@ -106,22 +99,6 @@ class Pretrainer(Trainer):
         }
 
 
-SHUFFLE_BUFFER = 100  # records, as the original
-
-
-def feature_spec(max_seq_length, max_predictions_per_seq):
-    ints = tf.io.FixedLenFeature
-    return {
-        "input_ids": ints([max_seq_length], tf.int64),
-        "input_mask": ints([max_seq_length], tf.int64),
-        "segment_ids": ints([max_seq_length], tf.int64),
-        "masked_lm_positions": ints([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": ints([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": ints([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": ints([1], tf.int64),
-    }
-
-
 def expand_files(input_file):
     """Comma-separated files or globs -> paths, local or remote (gs://...)."""
     return pretraining_pipeline.expand_input_patterns(input_file, tf.io.gfile.glob)
@@ -133,11 +110,13 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
     Raises:
       ValueError: naming the file, the feature and the value that does not fit.
     """
-    sequence = (max_seq_length, "--max_seq_length")
-    predictions = (max_predictions_per_seq, "--max_predictions_per_seq")
-    expected = {"input_ids": sequence, "input_mask": sequence, "segment_ids": sequence,
-                "masked_lm_positions": predictions, "masked_lm_ids": predictions,
-                "masked_lm_weights": predictions, "next_sentence_labels": (1, "the format")}
+    schema = pretraining_data.RECORD_SCHEMA
+    shapes = schema.shapes(max_seq_length=max_seq_length,
+                           max_predictions_per_seq=max_predictions_per_seq)
+    expected = {}  # name -> (length, what says so: the flag named as the size, or the format)
+    for name, feature in schema.features.items():
+        (dim,) = feature.shape  # each is 1-D
+        expected[name] = (shapes[name][1][0], f"--{dim}" if isinstance(dim, str) else "the format")
     for path in paths:
         count = 0
         for raw in _first_records(path, records):
@@ -198,24 +177,22 @@ def pretraining_dataset(paths, batch_size, max_seq_length, max_predictions_per_s
     skips the `skip_batches` batches it has already trained on and sees the same data as an
     uninterrupted one. Evaluation: files in order, once, with a last partial batch.
     """
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    spec = input_pipeline.parse_spec(pretraining_data.RECORD_SCHEMA,
+                                     max_seq_length=max_seq_length,
+                                     max_predictions_per_seq=max_predictions_per_seq)
     if is_training:
         files = tf.data.Dataset.from_tensor_slices(paths).repeat()
         files = files.shuffle(len(paths), seed=seed)
         records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(paths)),
                                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        records = records.shuffle(SHUFFLE_BUFFER, seed=seed + 1)
+        records = records.shuffle(input_pipeline.SHUFFLE_BUFFER, seed=seed + 1)
         records = records.skip(skip_batches * batch_size)
         batches = records.batch(batch_size, drop_remainder=True)
     else:
         batches = tf.data.TFRecordDataset(paths).batch(batch_size)
 
     def parse(serialized):
-        features = tf.io.parse_example(serialized, spec)
-        inputs = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                  for name, value in features.items()}
-        inputs["token_type_ids"] = inputs.pop("segment_ids")
-        return inputs
+        return input_pipeline.int32_inputs(tf.io.parse_example(serialized, spec))
 
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 

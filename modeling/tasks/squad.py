@@ -7,11 +7,9 @@ import random
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, files
-from modeling.checkpoints import name_based
+from modeling import export, files, heads
 from modeling.data import squad as squad_data
-from modeling.evaluation import squad as squad_evaluation
-from modeling.evaluation import squad_answers
+from modeling.evaluation import squad as squad_evaluation, squad_answers
 from modeling.models.squad import BertSpanModel
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_positive
@@ -22,40 +20,28 @@ class SquadTrainer(Trainer):
     """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
     batch; the span head starts random unless the checkpoint has it."""
     METRICS = ("loss", "examples")
-    # The pooler feeds nothing here; Hugging Face's question-answering models have none.
-    OPTIONAL_VARIABLES = ("cls/squad/output_weights", "cls/squad/output_bias") + name_based.POOLER
-    UNTRAINED_PREFIXES = ("bert/pooler/",)
 
     def build_model(self, config):
         return BertSpanModel(config)
 
     def replica_loss(self, outputs, batch, global_batch):
-        per_example = outputs["per_example_loss"]
-        return tf.reduce_sum(per_example) / global_batch, {
+        loss, per_example = heads.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                            batch["start_positions"], batch["end_positions"],
+                                            global_batch)
+        return loss, {
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
 
-def feature_spec(max_seq_length, is_training):
-    ints = tf.io.FixedLenFeature
-    spec = {"unique_ids": ints([], tf.int64),
-            "input_ids": ints([max_seq_length], tf.int64),
-            "input_mask": ints([max_seq_length], tf.int64),
-            "segment_ids": ints([max_seq_length], tf.int64)}
-    if is_training:
-        spec.update(start_positions=ints([], tf.int64), end_positions=ints([], tf.int64),
-                    is_impossible=ints([], tf.int64))
-    return spec
-
-
 def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
-    """Batches of `squad_data.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
+    """Batches of `data.squad.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
     `input_pipeline.record_batches`); `unique_ids` stay int64."""
     def to_inputs(features):
         unique_ids = features.pop("unique_ids")
         return dict(input_pipeline.int32_inputs(features), unique_ids=unique_ids)
-    return input_pipeline.record_batches(path, feature_spec(max_seq_length, is_training),
-                                     to_inputs, batch_size, is_training, seed=seed,
-                                     skip_batches=skip_batches)
+    spec = input_pipeline.parse_spec(squad_data.record_schema(is_training),
+                                     max_seq_length=max_seq_length)
+    return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
+                                         seed=seed, skip_batches=skip_batches)
 
 
 def predict_logits(trainer, dataset):

@@ -119,24 +119,6 @@ def convert_to_unicode(text):
     raise ValueError(f"Unsupported string type: {type(text)}")
 
 
-def printable_text(text):
-    """Returns `text` as a `str` fit for print() or logging.
-
-    In Python 3 this is the same conversion as `convert_to_unicode`; the
-    original kept two names because Python 2 needed two different answers.
-
-    Args:
-        text: str or bytes.
-
-    Returns:
-        str.
-
-    Raises:
-        ValueError: for any other type.
-    """
-    return convert_to_unicode(text)
-
-
 def load_vocab(vocab_file):
     """Reads a WordPiece vocabulary: one token per line, id = line index.
 

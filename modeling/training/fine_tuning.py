@@ -175,7 +175,7 @@ def run(task, options):
     context.trainer = trainer = task.build_trainer(
         strategy, config, options, max(num_train_steps, 1),
         int(num_train_steps * options.warmup_proportion))
-    head_missing = list(trainer.OPTIONAL_VARIABLES)
+    head_missing = list(trainer.model.OPTIONAL_VARIABLES)
     if options.init_checkpoint:
         head_missing = trainer.init_from(options.init_checkpoint)
 

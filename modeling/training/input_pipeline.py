@@ -1,8 +1,25 @@
-"""The input pipeline the fine-tuning tasks share: their records, batched as the original's
-`file_based_input_fn_builder` reads them."""
+"""The input pipeline the tasks share: their records, parsed by the schema their writer wrote
+them with, and batched as the original's `file_based_input_fn_builder` reads them."""
 import tensorflow as tf
 
+from modeling.data import records
+
 SHUFFLE_BUFFER = 100  # records, as the original
+_DTYPES = {records.INT64: tf.int64, records.FLOAT: tf.float32}
+
+
+def parse_spec(schema, **sizes):
+    """The `tf.io.parse_example` spec of a record kind.
+
+    Args:
+      schema: the kind's `records.Schema`, as its writer uses it.
+      **sizes: the ints its shapes name (max_seq_length=128, say).
+
+    Returns:
+      dict name -> `tf.io.FixedLenFeature` (int64 or float32, the schema's shape).
+    """
+    return {name: tf.io.FixedLenFeature(shape, _DTYPES[dtype])
+            for name, (dtype, shape) in schema.shapes(**sizes).items()}
 
 
 def record_batches(path, spec, to_inputs, batch_size, is_training, drop_remainder=False,

@@ -27,16 +27,16 @@ class Trainer:
 
     Subclasses define:
       METRICS: names of the per-step values summed over a loop ("loss" among them).
+      build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
+      loop_scalars(totals, steps).
+
+    The model declares what the trainer needs to know about its variables:
       OPTIONAL_VARIABLES: checkpoint names of head variables a pre-trained checkpoint lacks.
       UNTRAINED_PREFIXES: checkpoint-name prefixes of variables the task's loss never reaches
         (the pooler, for span heads); the original's optimizer skips their None gradients,
         so they get no update and no weight decay.
-      build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
-      loop_scalars(totals, steps).
     """
     METRICS = ("loss",)
-    OPTIONAL_VARIABLES = ()
-    UNTRAINED_PREFIXES = ()
 
     def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
                  use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1,
@@ -66,9 +66,9 @@ class Trainer:
 
     @property
     def trained_variables(self):
-        """The model's trainable variables but those under UNTRAINED_PREFIXES."""
+        """The model's trainable variables but those under its UNTRAINED_PREFIXES."""
         return [v for v in self.model.trainable_variables
-                if not name_based.checkpoint_name(v).startswith(self.UNTRAINED_PREFIXES)]
+                if not name_based.checkpoint_name(v).startswith(self.model.UNTRAINED_PREFIXES)]
 
     def global_counts(self, batch):
         """All-reduced counts the loss is normalized by: by default the global batch size.
@@ -90,11 +90,11 @@ class Trainer:
 
     def init_from(self, init_checkpoint):
         """Starts from an original name-based checkpoint or one written by these scripts; the
-        task's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
+        model's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
 
         Returns:
           The checkpoint names of the variables the checkpoint did not have, but those under
-          UNTRAINED_PREFIXES: the task's outputs do not depend on them.
+          the model's UNTRAINED_PREFIXES: the task's outputs do not depend on them.
         """
         path = name_based.resolve_checkpoint(init_checkpoint)
         try:
@@ -106,13 +106,13 @@ class Trainer:
     def _init_from(self, path):
         names = dict(tf.train.list_variables(path))
         if any(name.startswith("bert/") for name in names):
-            result = name_based.load_original(self.model, path, self.OPTIONAL_VARIABLES)
+            result = name_based.load_original(self.model, path, self.model.OPTIONAL_VARIABLES)
             logging.info("Initialized %d variables from %s", len(result.loaded), path)
             if result.not_found:
                 logging.info("Not in %s, initialized randomly: %s", path,
                              ", ".join(result.not_found))
             return [name for name in result.not_found
-                    if not name.startswith(self.UNTRAINED_PREFIXES)]
+                    if not name.startswith(self.model.UNTRAINED_PREFIXES)]
         status = tf.train.Checkpoint(model=self.model).read(path)
         try:
             status.assert_existing_objects_matched()

@@ -1,0 +1,98 @@
+"""modeling/tasks/classifier.py: the classifier's input pipeline, loss, metrics and outputs."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling.data import classifier as classifier_data
+from modeling.tasks import classifier
+
+EXAMPLES = [classifier_data.InputExample("0", "the keeper lit the lamp", "a ship passed", "b"),
+            classifier_data.InputExample("1", "she walks away", None, "a"),
+            classifier_data.PaddingInputExample()]
+
+
+@pytest.mark.parametrize("label_list, labels", [(["a", "b"], [1, 0, 0]), ([], [2.5, 0.25, 0.0])])
+def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path, label_list,
+                                                   labels):
+    examples = EXAMPLES if label_list else [
+        classifier_data.InputExample(e.guid, e.text_a, e.text_b, str(label))
+        for e, label in zip(EXAMPLES[:2], labels)] + EXAMPLES[2:]
+    path = str(tmp_path / "eval.tf_record")
+    assert classifier_data.write_features(examples, label_list, 11, word_tokenizer, path) == 3
+    batches = list(classifier.classifier_dataset(path, 2, 11, regression=not label_list,
+                                                 is_training=False))
+    batch = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
+    expected = [classifier_data.convert_single_example(e, label_list, 11, word_tokenizer)
+                for e in examples]
+    np.testing.assert_array_equal(batch["input_ids"], [f.input_ids for f in expected])
+    np.testing.assert_array_equal(batch["input_mask"], [f.input_mask for f in expected])
+    np.testing.assert_array_equal(batch["token_type_ids"], [f.segment_ids for f in expected])
+    np.testing.assert_array_equal(batch["label_ids"], labels)
+    assert batch["label_ids"].dtype == (np.float32 if not label_list else np.int32)
+    np.testing.assert_array_equal(batch["is_real_example"], [1, 1, 0])
+    np.testing.assert_array_equal(batch["example_index"], [0, 1, 2])
+
+
+class _Predicted:
+    """A trainer whose `predict` returns fixed arrays (the evaluation's input)."""
+
+    def __init__(self, regression=False, **outputs):
+        self.regression, self.outputs, self.global_step = regression, outputs, 7
+
+    def predict(self, dataset, names):
+        return {name: np.asarray(self.outputs[name]) for name in names}
+
+
+def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config, tiny_inputs):
+    trainer = classifier.ClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 3, False,
+                                           1e-3, 10, 1)
+    batch = dict(tiny_inputs, label_ids=np.array([0, 2, 1]))
+    outputs = trainer.model(batch)
+    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(6.0))
+    np.testing.assert_allclose(loss, float(outputs["loss"]) / 2, rtol=1e-6)  # 3 of 6 examples
+    predictions = np.argmax(outputs["logits"], -1)
+    assert float(metrics["correct"]) == np.sum(predictions == [0, 2, 1])
+    assert float(metrics["examples"]) == 3
+    assert trainer.loop_scalars({"loss": 3.0, "correct": 3.0, "examples": 4.0}, 2) == {
+        "loss": 1.5, "accuracy": 0.75}
+
+
+def test_a_regression_loss_is_the_squared_error(tiny_config, tiny_inputs):
+    trainer = classifier.ClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 1, True,
+                                           1e-3, 10, 1)
+    batch = dict(tiny_inputs, label_ids=np.array([1.0, 0.0, 2.5], "float32"))
+    outputs = trainer.model(batch)
+    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(3.0))
+    expected = np.mean((outputs["predictions"].numpy() - [1.0, 0.0, 2.5]) ** 2)
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    assert float(metrics["correct"]) == 0.0
+    assert trainer.loop_scalars({"loss": 3.0, "correct": 0.0, "examples": 4.0}, 2) == {
+        "loss": 1.5}
+
+
+def test_evaluation_counts_only_real_examples():
+    trainer = _Predicted(per_example_loss=[1.0, 3.0, 5.0, 100.0],
+                         label_ids=[1, 0, 1, 0], is_real_example=[1, 1, 1, 0],
+                         logits=[[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    results = classifier.evaluate(trainer, None, batch_size=2, task_name="mrpc")
+    assert results["eval_loss"] == 3.0  # the padding example's 100 is not counted
+    assert results["loss"] == 3.5  # the mean of each batch's mean: (1 + 3) / 2 and 5
+    assert results["eval_accuracy"] == pytest.approx(2 / 3)
+    assert results["global_step"] == 7 and results["eval_f1"] == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="no examples"):
+        classifier.evaluate(_Predicted(per_example_loss=[1.0], label_ids=[0], logits=[[0, 1]],
+                                       is_real_example=[0]), None, 2, "mrpc")
+
+
+def test_predictions_and_test_results_of_real_examples(tmp_path):
+    trainer = _Predicted(probabilities=[[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]],
+                         is_real_example=[1, 1, 0])
+    values = classifier.predict(trainer, None)
+    np.testing.assert_array_equal(values, [[0.25, 0.75], [0.5, 0.5]])
+    regression = classifier.predict(_Predicted(True, predictions=[2.5, 0.0],
+                                               is_real_example=[1, 0]), None)
+    np.testing.assert_array_equal(regression, [[2.5]])
+    path = tmp_path / "test_results.tsv"
+    classifier.write_test_results(values, str(path))
+    assert path.read_text() == "0.25\t0.75\n0.5\t0.5\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["test_results.tsv"]

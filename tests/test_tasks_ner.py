@@ -1,0 +1,54 @@
+"""modeling/tasks/ner.py: the token classifier's input pipeline, loss and predictions."""
+import numpy as np
+import tensorflow as tf
+
+from modeling.data import ner as ner_data
+from modeling.tasks import ner
+
+
+def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
+    sentences = [ner_data.Sentence(["the", "keeper", "walks"], ["O", "B-PER", "O"],
+                                   ["the", "keeper", "walks"]),
+                 ner_data.Sentence(["a", "ship", "passed", "safely", "."] * 2, ["O"] * 10,
+                                   ["x"] * 10)]
+    labels = ner_data.get_labels(sentences)
+    features = ner_data.convert_sentences(sentences, labels, 7, word_tokenizer)
+    assert len(features) > 2  # the long sentence is cut into windows, word ids -1 between
+    path = str(tmp_path / "eval.tf_record")
+    assert ner_data.write_features(features, path) == len(features)
+    batches = list(ner.ner_dataset(path, 2, 7, is_training=False))
+    batch = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
+    for name in ("input_ids", "input_mask", "label_ids", "label_weights", "word_ids"):
+        np.testing.assert_array_equal(batch[name], [getattr(f, name) for f in features], name)
+    np.testing.assert_array_equal(batch["token_type_ids"], [f.segment_ids for f in features])
+    np.testing.assert_array_equal(batch["sentence_index"],
+                                  [[f.sentence_index] for f in features])
+    assert batch["label_weights"].dtype == np.float32
+
+
+def test_the_loss_is_divided_by_the_labelled_tokens_of_the_global_batch(tiny_config,
+                                                                        tiny_inputs):
+    trainer = ner.TokenClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 4, 1e-3,
+                                         10, 1)
+    labels = np.array([[0, 1, 2, 3, 0, 1, 2]] * 3)
+    weights = np.array([[0, 1, 1, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0], [0] * 7], "float32")
+    batch = dict(tiny_inputs, label_ids=labels, label_weights=weights)
+    outputs = trainer.model(batch)
+    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(6.0))
+    # The model's loss is over this batch's 3 labelled tokens; the global batch has 6.
+    np.testing.assert_allclose(loss, float(outputs["loss"]) * 3 / 6, rtol=1e-6)
+    correct = (outputs["predictions"].numpy() == labels) * weights
+    assert float(metrics["correct"]) == correct.sum() and float(metrics["weight"]) == 3.0
+    assert trainer.loop_scalars({"loss": 1.0, "correct": 3.0, "weight": 4.0}, 2) == {
+        "loss": 0.5, "token_accuracy": 0.75}
+
+
+def test_predicted_windows_and_the_weighted_loss():
+    class Predicted:
+        def predict(self, dataset, names):
+            return {"predictions": np.array([[0, 2], [1, 1]]),
+                    "per_token_loss": np.array([[0.5, 0.0], [1.0, 2.0]]),
+                    "label_weights": np.array([[1.0, 0.0], [1.0, 1.0]])}
+    predictions, loss_sum, weight_sum = ner.predict_windows(Predicted(), None)
+    np.testing.assert_array_equal(predictions, [[0, 2], [1, 1]])
+    assert (loss_sum, weight_sum) == (3.5, 3.0)
