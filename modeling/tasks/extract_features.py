@@ -125,7 +125,7 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     features = text.convert_examples_to_features(examples, max_seq_length, tokenizer)
     model = BertModel(config)
     # The pooler is not among the features; Hugging Face's masked-LM models have none.
-    name_based.load_original(model, init_checkpoint, optional=name_based.POOLER)
+    name_based.load_original(model, init_checkpoint, optional=model.OPTIONAL_VARIABLES)
     start = time.time()
     with files.atomic_write(output_file) as writer:
         for done, (feature, outputs) in enumerate(layer_outputs(
