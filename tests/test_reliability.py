@@ -399,3 +399,22 @@ def _running(pid):
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+@pytest.mark.parametrize("kind, damage", [(".keras", "truncated"), (".keras", "text"),
+                                          (".weights.h5", "truncated")])
+def test_a_damaged_keras_file_is_one_line(tmp_path, config_file, kind, damage):
+    path = tmp_path / f"model{kind}"
+    code = ("import sys; from modeling import BertConfig, BertModel; "
+            "model = BertModel(BertConfig.from_json_file(sys.argv[1])); "
+            "model.save(sys.argv[2]) if sys.argv[2].endswith('.keras') "
+            "else model.save_weights(sys.argv[2])")
+    subprocess.run([sys.executable, "-c", code, str(config_file), str(path)], check=True,
+                   cwd=ROOT, capture_output=True)
+    content = path.read_bytes()
+    path.write_bytes(content[:len(content) // 2] if damage == "truncated" else b"not a model\n")
+    process = run_script("convert_checkpoint.py", f"--input={path}",
+                         f"--output={tmp_path / 'out' / 'bert_model.ckpt'}",
+                         f"--bert_config_file={config_file}", check=False)
+    line = _one_line_error(process, path)
+    assert "not found" not in line.lower() and "exist" not in line, line  # it does exist

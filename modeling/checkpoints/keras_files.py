@@ -3,6 +3,7 @@
 Above `name_based` (which knows no model class): these pick the model a checkpoint holds.
 """
 import os
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -55,11 +56,21 @@ def from_keras_file(input_path, ckpt_path, config=None):
     Returns:
       The model read.
     """
+    if not os.path.isfile(input_path):
+        raise ValueError(f"{input_path} does not exist")
     if input_path.endswith(".keras"):
-        model = keras.saving.load_model(input_path)
+        if not zipfile.is_zipfile(input_path):
+            raise ValueError(f"{input_path}: not a .keras file (a .keras file is a zip archive; "
+                             f"this one is damaged, truncated or of another kind)")
+        try:
+            model = keras.saving.load_model(input_path)
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as error:
+            raise ValueError(f"{input_path}: cannot be read as a Keras model "
+                             f"({_first_line(error)})") from None
     elif input_path.endswith(".weights.h5"):
         if config is None:
             raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
+        _check_hdf5(input_path)
         errors = []
         for model_class in (BertPretrainer, BertModel):
             model = model_class(config)
@@ -74,3 +85,18 @@ def from_keras_file(input_path, ckpt_path, config=None):
         raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
     name_based.save_original(model, ckpt_path)
     return model
+
+
+def _check_hdf5(path):
+    """Opens the file as HDF5 first, so a damaged one is named in one line."""
+    import h5py
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{path}: not a readable .weights.h5 file ({_first_line(error)})") \
+            from None
+
+
+def _first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
