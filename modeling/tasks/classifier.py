@@ -59,12 +59,12 @@ def feature_spec(max_seq_length, regression):
 
 
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
-                       drop_remainder=False, seed=12345, skip_batches=0):
+                       drop_remainder=False, seed=12345, skip_batches=0, padding=None):
     """Batches of `classifier_data.write_features` records, keyed as `BertClassifier`'s
     inputs (see `input_pipeline.record_batches`)."""
     return input_pipeline.record_batches(
         path, feature_spec(max_seq_length, regression), input_pipeline.int32_inputs, batch_size,
-        is_training, drop_remainder, seed, skip_batches)
+        is_training, drop_remainder, seed, skip_batches, padding)
 
 
 def evaluate(trainer, dataset, batch_size, task_name):
@@ -160,7 +160,7 @@ class ClassifierTask(fine_tuning.Task):
     def _dataset(self, context, path, batch_size):
         return classifier_dataset(path, batch_size, context.options.max_seq_length,
                                   self.processor.is_regression, is_training=False,
-                                  drop_remainder=context.on_tpu)
+                                  drop_remainder=context.on_tpu, padding=context.padding)
 
     def write_train_records(self, context, path):
         options = context.options
@@ -173,7 +173,8 @@ class ClassifierTask(fine_tuning.Task):
         options = context.options
         return classifier_dataset(path, options.train_batch_size, options.max_seq_length,
                                   self.processor.is_regression, is_training=True,
-                                  seed=options.seed, skip_batches=skip_batches)
+                                  seed=options.seed, skip_batches=skip_batches,
+                                  padding=context.padding)
 
     def evaluate(self, context):
         batch_size = context.options.eval_batch_size
