@@ -72,6 +72,15 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
     flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training for linear warm-up.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel for TF Serving to "
                         "export_dir/<version>/ (after training, or from a checkpoint alone).")
+    flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest example "
+                      "(rounded up to --padding_multiple) instead of --max_seq_length: the same "
+                      "outputs, less computation. false: fixed shapes, as the original (always "
+                      "on TPUs).")
+    flags.DEFINE_integer("padding_multiple", 16, "With --dynamic_padding: batch lengths are "
+                         "rounded up to a multiple of this, so that few shapes get compiled.")
+    flags.DEFINE_bool("bucket_by_length", False, "With --dynamic_padding: training batches "
+                      "group examples of similar length (less padding still, but it changes "
+                      "which examples train together).")
     for name in ("bert_config_file", "vocab_file"):
         flags.mark_flag_as_required(name)
 

@@ -190,11 +190,12 @@ def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(tmp_path):
 
 
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    """With length buckets: the resumed run regroups the batches it skips as the whole run."""
     require_shared()
     data, config = write_mrpc(tmp_path / "data", train_copies=20), write_config(
         tmp_path / "config.json")
     common = ("--do_train", "--do_predict", "--save_checkpoints_steps=10",
-              "--iterations_per_loop=2")
+              "--iterations_per_loop=2", "--bucket_by_length", "--padding_multiple=8")
     run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "whole", *common))
     killed = tmp_path / "killed"
     process = subprocess.Popen(script_command("run_classifier.py", *classifier_flags(
@@ -210,6 +211,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert not (killed / "export").exists(), "killed too late to test anything"
     resumed = run_script("run_classifier.py", *classifier_flags(data, config, killed, *common))
     assert "Resumed from" in resumed.stderr
+    assert "Batches: length buckets" in resumed.stderr
     np.testing.assert_allclose(read_test_results(killed / "test_results.tsv"),
                                read_test_results(tmp_path / "whole/test_results.tsv"),
                                atol=1e-6)
@@ -220,8 +222,9 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
     data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json", 0.0)
     common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
     for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
-        run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
+        process = run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
             data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"))
+        assert "Batches: dynamic padding" in process.stderr  # the default
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
     np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
                                read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)

@@ -48,13 +48,13 @@ class ClassifierTrainer(Trainer):
 
 
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
-                       drop_remainder=False, seed=12345, skip_batches=0):
+                       drop_remainder=False, seed=12345, skip_batches=0, padding=None):
     """Batches of `data.classifier.write_features` records, keyed as `BertClassifier`'s
     inputs (see `input_pipeline.record_batches`)."""
     spec = input_pipeline.parse_spec(classifier_data.record_schema(regression),
                                      max_seq_length=max_seq_length)
     return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
-                                         is_training, drop_remainder, seed, skip_batches)
+                                         is_training, drop_remainder, seed, skip_batches, padding)
 
 
 def evaluate(trainer, dataset, batch_size, task_name):
@@ -150,7 +150,7 @@ class ClassifierTask(fine_tuning.Task):
     def _dataset(self, context, path, batch_size):
         return classifier_dataset(path, batch_size, context.options.max_seq_length,
                                   self.processor.is_regression, is_training=False,
-                                  drop_remainder=context.on_tpu)
+                                  drop_remainder=context.on_tpu, padding=context.padding)
 
     def write_train_records(self, context, path):
         options = context.options
@@ -163,7 +163,8 @@ class ClassifierTask(fine_tuning.Task):
         options = context.options
         return classifier_dataset(path, options.train_batch_size, options.max_seq_length,
                                   self.processor.is_regression, is_training=True,
-                                  seed=options.seed, skip_batches=skip_batches)
+                                  seed=options.seed, skip_batches=skip_batches,
+                                  padding=context.padding)
 
     def evaluate(self, context):
         batch_size = context.options.eval_batch_size

@@ -35,7 +35,7 @@ class MultipleChoiceTrainer(Trainer):
 
 
 def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
-                 seed=12345, skip_batches=0):
+                 seed=12345, skip_batches=0, padding=None):
     """Batches of `data.multiple_choice.write_features` records: int32 [B, 4, T] model
     inputs, `label_ids` [B] and `is_real_example` [B] (see `input_pipeline.record_batches`)."""
     spec = input_pipeline.parse_spec(multiple_choice_data.RECORD_SCHEMA,
@@ -47,7 +47,7 @@ def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=F
             inputs[name] = inputs[name][:, 0]
         return inputs
     return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
-                                         drop_remainder, seed, skip_batches)
+                                         drop_remainder, seed, skip_batches, padding)
 
 
 def evaluate(trainer, dataset):
@@ -105,13 +105,14 @@ class MultipleChoiceTask(fine_tuning.Task):
     def train_dataset(self, context, path, skip_batches):
         options = context.options
         return swag_dataset(path, options.train_batch_size, options.max_seq_length,
-                            is_training=True, seed=options.seed, skip_batches=skip_batches)
+                            is_training=True, seed=options.seed, skip_batches=skip_batches,
+                            padding=context.padding)
 
     def _evaluate(self, context, examples, name, batch_size):
         path = self._records(context, examples, name, batch_size)
         return evaluate(context.trainer, swag_dataset(
             path, batch_size, context.options.max_seq_length, False,
-            drop_remainder=context.on_tpu))
+            drop_remainder=context.on_tpu, padding=context.padding))
 
     def evaluate(self, context):
         results, _ = self._evaluate(context, self.dev, "eval", context.options.eval_batch_size)

@@ -44,17 +44,20 @@ class TokenClassifierTrainer(Trainer):
                 "token_accuracy": totals["correct"] / max(totals["weight"], 1.0)}
 
 
-def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
+def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0,
+                padding=None):
     """Batches of `data.ner.write_features` windows, keyed as `BertTokenClassifier`'s inputs
     (see `input_pipeline.record_batches`)."""
     spec = input_pipeline.parse_spec(ner_data.RECORD_SCHEMA, max_seq_length=max_seq_length)
     return input_pipeline.record_batches(path, spec, input_pipeline.int32_inputs, batch_size,
-                                         is_training, seed=seed, skip_batches=skip_batches)
+                                         is_training, seed=seed, skip_batches=skip_batches,
+                                         padding=padding)
 
 
-def predict_windows(trainer, dataset):
+def predict_windows(trainer, dataset, max_seq_length):
     """(predicted label ids [windows, T], Σ weighted loss, Σ weights) in input order."""
-    outputs = trainer.predict(dataset, ["predictions", "per_token_loss", "label_weights"])
+    names = ["predictions", "per_token_loss", "label_weights"]
+    outputs = trainer.predict(dataset, names, {name: max_seq_length for name in names})
     return (outputs["predictions"], float(outputs["per_token_loss"].sum()),
             float(outputs["label_weights"].sum()))
 
@@ -104,14 +107,17 @@ class NerTask(fine_tuning.Task):
     def train_dataset(self, context, path, skip_batches):
         options = context.options
         return ner_dataset(path, options.train_batch_size, options.max_seq_length,
-                           is_training=True, seed=options.seed, skip_batches=skip_batches)
+                           is_training=True, seed=options.seed, skip_batches=skip_batches,
+                           padding=context.padding)
 
     def _tag(self, context, sentences, features, name, batch_size):
         """Tags the sentences; returns (predicted tags per sentence, mean loss per word)."""
         path = context.record_path(name)
         ner_data.write_features(features, path)
+        max_seq_length = context.options.max_seq_length
         predicted, loss, weight = predict_windows(context.trainer, ner_dataset(
-            path, batch_size, context.options.max_seq_length, is_training=False))
+            path, batch_size, max_seq_length, is_training=False, padding=context.padding),
+            max_seq_length)
         tags = ner_data.assemble_predictions(sentences, features, predicted, self.labels)
         return tags, loss / max(weight, 1.0)
 

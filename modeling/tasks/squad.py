@@ -4,6 +4,7 @@ import json
 import os
 import random
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -32,7 +33,8 @@ class SquadTrainer(Trainer):
             "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
 
-def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0):
+def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0,
+                  padding=None):
     """Batches of `data.squad.FeatureWriter` records, keyed as `BertSpanModel`'s inputs (see
     `input_pipeline.record_batches`); `unique_ids` stay int64."""
     def to_inputs(features):
@@ -41,12 +43,18 @@ def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, ski
     spec = input_pipeline.parse_spec(squad_data.record_schema(is_training),
                                      max_seq_length=max_seq_length)
     return input_pipeline.record_batches(path, spec, to_inputs, batch_size, is_training,
-                                         seed=seed, skip_batches=skip_batches)
+                                         seed=seed, skip_batches=skip_batches,
+                                         padding=padding)
 
 
-def predict_logits(trainer, dataset):
-    """(unique_ids [N] int64, start_logits [N, T], end_logits [N, T]) in input order."""
-    outputs = trainer.predict(dataset, ["unique_ids", "start_logits", "end_logits"])
+def predict_logits(trainer, dataset, max_seq_length):
+    """(unique_ids [N] int64, start_logits [N, T], end_logits [N, T]) in input order. With
+    dynamic padding, the positions beyond a batch's length are -inf: never an answer's start
+    or end, nor one of the n best that `squad_answers` ranks (the original ranks the padding's
+    logits too)."""
+    outputs = trainer.predict(dataset, ["unique_ids", "start_logits", "end_logits"],
+                              {"start_logits": max_seq_length, "end_logits": max_seq_length},
+                              pad_value=-np.inf)
     return outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"]
 
 
@@ -122,7 +130,8 @@ class SquadTask(fine_tuning.Task):
     def train_dataset(self, context, path, skip_batches):
         options = context.options
         return squad_dataset(path, options.train_batch_size, options.max_seq_length,
-                             is_training=True, seed=options.seed, skip_batches=skip_batches)
+                             is_training=True, seed=options.seed, skip_batches=skip_batches,
+                             padding=context.padding)
 
     def predict(self, context):
         options = context.options
@@ -131,7 +140,8 @@ class SquadTask(fine_tuning.Task):
         logging.info("Predicting %d examples (%d features), batch %d", len(self.test),
                      len(features), options.predict_batch_size)
         unique_ids, starts, ends = predict_logits(context.trainer, squad_dataset(
-            path, options.predict_batch_size, options.max_seq_length, is_training=False))
+            path, options.predict_batch_size, options.max_seq_length, is_training=False,
+            padding=context.padding), options.max_seq_length)
         results = [squad_answers.RawResult(int(unique_id), start.tolist(), end.tolist())
                    for unique_id, start, end in zip(unique_ids, starts, ends)]
         directory = context.results_dir

@@ -31,11 +31,17 @@ class FineTuningOptions(TrainingOptions):
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
     export_dir: str = None
+    dynamic_padding: bool = True
+    padding_multiple: int = 16  # input_pipeline.PADDING_MULTIPLE (no TensorFlow import here)
+    bucket_by_length: bool = False
 
-    POSITIVE = TrainingOptions.POSITIVE + ("predict_batch_size",)
+    POSITIVE = TrainingOptions.POSITIVE + ("predict_batch_size", "padding_multiple")
 
     def check(self):
         super().check()
+        if self.bucket_by_length and not self.dynamic_padding:
+            raise ValueError("--bucket_by_length needs --dynamic_padding (buckets are batches "
+                             "cut to their length)")
         if self.do_train and not self.num_train_epochs > 0:
             raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
         if not 0 <= self.warmup_proportion <= 1:
@@ -111,6 +117,17 @@ class Context:
         return isinstance(self.strategy, tf.distribute.TPUStrategy)
 
     @property
+    def padding(self):
+        """How this run's batches are padded: an `input_pipeline` padding; fixed on TPUs."""
+        from modeling.training import input_pipeline
+        options = self.options
+        if self.on_tpu or not options.dynamic_padding:
+            return input_pipeline.FixedPadding()
+        padding = (input_pipeline.LengthBuckets if options.bucket_by_length
+                   else input_pipeline.DynamicPadding)
+        return padding(options.max_seq_length, options.padding_multiple)
+
+    @property
     def results_dir(self):
         return self.options.output_dir if self.chief else self.record_dir
 
@@ -172,6 +189,10 @@ def run(task, options):
         files.remove_stale_temps_in(options.output_dir)
     record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")
     context = Context(options, config, tokenizer, strategy, chief, record_dir)
+    if context.on_tpu and options.dynamic_padding:
+        logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
+                     "(--dynamic_padding ignored)", options.max_seq_length)
+    logging.info("Batches: %s", context.padding)
     context.trainer = trainer = task.build_trainer(
         strategy, config, options, max(num_train_steps, 1),
         int(num_train_steps * options.warmup_proportion))

@@ -59,7 +59,8 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
                                               dropout_seeds=dropout_seeds, **extra)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
-        self._predict_step = tf.function(self._predict_step_fn)
+        # Batches of several lengths (dynamic padding) trace it twice, then at any length.
+        self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True)
 
     def build_model(self, config):
         raise NotImplementedError
@@ -291,12 +292,20 @@ class Trainer:
         return {name: self.strategy.gather(value, axis=0)
                 for name, value in per_replica.items()}
 
-    def predict(self, dataset, names):
+    def predict(self, dataset, names, lengths=None, pad_value=0):
         """Runs the model over `dataset` (global batches) and returns, for each name of a model
         output or an input feature, one numpy array over all examples, in input order.
 
         The dataset must carry an "example_index" feature [B]: replicas and workers see parts of
-        each batch, and the gathered rows are put back in order by it.
+        each batch, and the gathered rows are put back in order by it. With dynamic padding
+        (`input_pipeline.DynamicPadding`) each batch has its own sequence length t: an array
+        [b, t, ...] named in `lengths` is padded at the end of axis 1 with `pad_value` to the
+        length given (max_seq_length: then it comes out as with fixed padding); any other
+        array whose shape varies between batches is padded with zeros to the largest.
+
+        Args:
+          lengths: dict, name -> the length of that array's axis 1 (at least every batch's).
+          pad_value: what the arrays named in `lengths` are padded with.
         """
         names = tuple(dict.fromkeys(("example_index",) + tuple(names)))
         parts = {name: [] for name in names}
@@ -305,7 +314,9 @@ class Trainer:
                 parts[name].append(value.numpy())
         if not parts["example_index"]:
             return {name: np.zeros([0]) for name in names}
-        arrays = {name: np.concatenate(values) for name, values in parts.items()}
+        lengths = lengths or {}
+        arrays = {name: concatenate_padded(values, lengths[name], pad_value) if name in lengths
+                  else concatenate_padded(values) for name, values in parts.items()}
         order = np.argsort(arrays["example_index"], kind="stable")
         return {name: value[order] for name, value in arrays.items()}
 
@@ -352,6 +363,24 @@ def _clock(seconds):
     minutes, seconds = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+def concatenate_padded(arrays, length=None, pad_value=0):
+    """Concatenates numpy arrays on axis 0, first padding each with `pad_value` at the end of
+    every other axis to the largest size among them, and axis 1 to `length` if given.
+
+    Raises:
+      ValueError: an array is longer on axis 1 than `length`.
+    """
+    shape = np.max([a.shape for a in arrays], axis=0)
+    if length is not None:
+        if shape[1] > length:
+            raise ValueError(f"arrays of length {shape[1]} on axis 1 cannot be padded to {length}")
+        shape[1] = length
+    return np.concatenate([
+        np.pad(a, [(0, 0)] + [(0, size - dim) for size, dim in zip(shape[1:], a.shape[1:])],
+               constant_values=pad_value)
+        for a in arrays])
 
 
 class LossScale(tf.Module):
