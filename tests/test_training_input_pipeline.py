@@ -146,7 +146,7 @@ def test_concatenate_padded_brings_batches_to_one_length():
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory):
+def classifier_records(tmp_path_factory):
     """60 classifier records at SEQ tokens whose real lengths run from 4 to 40, shuffled."""
     directory = tmp_path_factory.mktemp("records")
     vocab = directory / "vocab.txt"
@@ -172,11 +172,11 @@ def _batches(path, padding, is_training=True, count=12, seed=3, skip_batches=0,
             for batch in dataset.take(count)]
 
 
-def test_dynamic_batches_are_the_fixed_ones_cut_short(records):
+def test_dynamic_batches_are_the_fixed_ones_cut_short(classifier_records):
     padding = DynamicPadding(SEQ, 8)
     for is_training in (True, False):
-        fixed = _batches(records, None, is_training)
-        dynamic = _batches(records, padding, is_training)
+        fixed = _batches(classifier_records, None, is_training)
+        dynamic = _batches(classifier_records, padding, is_training)
         assert len(fixed) == len(dynamic) == 12
         lengths = [batch["input_ids"].shape[1] for batch in dynamic]
         assert min(lengths) < SEQ and all(length % 8 == 0 for length in lengths), lengths
@@ -190,33 +190,33 @@ def test_dynamic_batches_are_the_fixed_ones_cut_short(records):
                                               if value.ndim == 2 else whole[name], name)
 
 
-def test_length_buckets_are_deterministic_resume_and_hold_one_length(records):
+def test_length_buckets_are_deterministic_resume_and_hold_one_length(classifier_records):
     padding = LengthBuckets(SEQ, 8)
-    whole = _batches(records, padding)
+    whole = _batches(classifier_records, padding)
     for batch in whole:  # each batch: rows of one padded length
         rows = np.minimum(-(-batch["input_mask"].sum(1) // 8) * 8, SEQ)
         assert set(rows) == {batch["input_ids"].shape[1]}, rows
     assert len({batch["input_ids"].shape[1] for batch in whole}) > 1
-    again = _batches(records, padding)
-    resumed = _batches(records, padding, skip_batches=5, count=7)
+    again = _batches(classifier_records, padding)
+    resumed = _batches(classifier_records, padding, skip_batches=5, count=7)
     for first, second in zip(whole, again):
         assert first.keys() == second.keys()
         for name in first:
             np.testing.assert_array_equal(first[name], second[name])
     for first, second in zip(whole[5:], resumed):
         np.testing.assert_array_equal(first["input_ids"], second["input_ids"])
-    other_seed = _batches(records, padding, seed=4)
+    other_seed = _batches(classifier_records, padding, seed=4)
     assert any(a["input_ids"].shape != b["input_ids"].shape
                or (a["input_ids"] != b["input_ids"]).any() for a, b in zip(whole, other_seed))
     # Less padding than batching in stream order, over the same steps.
-    unbucketed = _batches(records, DynamicPadding(SEQ, 8))
+    unbucketed = _batches(classifier_records, DynamicPadding(SEQ, 8))
     assert (sum(b["input_ids"].size for b in whole)
             < sum(b["input_ids"].size for b in unbucketed))
 
 
-def test_evaluation_is_never_bucketed(records):
-    bucketed = _batches(records, LengthBuckets(SEQ, 8), is_training=False)
-    plain = _batches(records, DynamicPadding(SEQ, 8), is_training=False)
+def test_evaluation_is_never_bucketed(classifier_records):
+    bucketed = _batches(classifier_records, LengthBuckets(SEQ, 8), is_training=False)
+    plain = _batches(classifier_records, DynamicPadding(SEQ, 8), is_training=False)
     for first, second in zip(bucketed, plain):
         np.testing.assert_array_equal(first["input_ids"], second["input_ids"])
         np.testing.assert_array_equal(first["example_index"], second["example_index"])
