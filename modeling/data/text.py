@@ -82,9 +82,13 @@ def read_examples(input_file):
     Raises:
       ValueError: a line is not valid UTF-8 (the original crashes there); names file and line.
     """
-    import tensorflow as tf  # here: the packing below serves data modules without TensorFlow
-    with tf.io.gfile.GFile(input_file, "rb") as reader:
-        data = reader.read()
+    if "://" in str(input_file):  # gs://...: only then is TensorFlow needed
+        import tensorflow as tf
+        with tf.io.gfile.GFile(input_file, "rb") as reader:
+            data = reader.read()
+    else:
+        with open(input_file, "rb") as reader:
+            data = reader.read()
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()

@@ -17,10 +17,6 @@ from modeling.training.options import TrainingOptions, check_max_seq_length, ref
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
 
-EVAL_KEYS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-             "next_sentence_accuracy", "next_sentence_loss")
-
-
 class Pretrainer(Trainer):
     """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
