@@ -73,11 +73,12 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
     flags.DEFINE_string("export_dir", None, "Write a SavedModel for TF Serving to "
                         "export_dir/<version>/ (after training, or from a checkpoint alone).")
     flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest example "
-                      "(rounded up to --padding_multiple) instead of --max_seq_length: the same "
-                      "outputs, less computation. false: fixed shapes, as the original (always "
-                      "on TPUs).")
-    flags.DEFINE_integer("padding_multiple", 16, "With --dynamic_padding: batch lengths are "
-                         "rounded up to a multiple of this, so that few shapes get compiled.")
+                      "(rounded up to --padding_multiple) instead of --max_seq_length: less "
+                      "computation, the same predictions from the same weights. false: fixed "
+                      "shapes, as the original (always on TPUs).")
+    flags.DEFINE_integer("padding_multiple", FineTuningOptions.padding_multiple,
+                         "With --dynamic_padding: batch lengths are rounded up to a multiple "
+                         "of this, so that few shapes get compiled.")
     flags.DEFINE_bool("bucket_by_length", False, "With --dynamic_padding: training batches "
                       "group examples of similar length (less padding still, but it changes "
                       "which examples train together).")

@@ -48,7 +48,8 @@ def run(task, directory, name, vocab, config, **options):
     output_dir = directory / name
     defaults = dict(max_seq_length=SEQ, train_batch_size=4, eval_batch_size=3,
                     predict_batch_size=3, learning_rate=1e-3, num_train_epochs=1.0,
-                    save_checkpoints_steps=100, iterations_per_loop=3, padding_multiple=MULTIPLE)
+                    save_checkpoints_steps=100, iterations_per_loop=3, padding_multiple=MULTIPLE,
+                    allow_untrained=True)  # predictions from the seeded initial weights
     defaults.update(options)
     try:
         fine_tuning.run(task, FineTuningOptions(

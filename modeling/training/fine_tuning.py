@@ -32,7 +32,9 @@ class FineTuningOptions(TrainingOptions):
     warmup_proportion: float = 0.1
     export_dir: str = None
     dynamic_padding: bool = True
-    padding_multiple: int = 16  # input_pipeline.PADDING_MULTIPLE (no TensorFlow import here)
+    # Batch lengths round up to a multiple of 16: at most T / 16 shapes to compile (8 at 128)
+    # for at most 15 padded tokens a row, and a multiple of the 8 that GPU tensor cores want.
+    padding_multiple: int = 16
     bucket_by_length: bool = False
 
     POSITIVE = TrainingOptions.POSITIVE + ("predict_batch_size", "padding_multiple")

@@ -1,6 +1,7 @@
 """The input pipeline the tasks share: their records, parsed by the schema their writer wrote
-them with, batched as the original's `file_based_input_fn_builder` reads them, and padded to the records' length (`FixedPadding`, as
-the original) or to each batch's longest example (`DynamicPadding`, `LengthBuckets`).
+them with, batched as the original's `file_based_input_fn_builder` reads them, and padded to
+the records' length (`FixedPadding`, as the original) or to each batch's longest example
+(`DynamicPadding`, `LengthBuckets`).
 
 Shape legend: B batch, C choices (multiple choice), T max_seq_length (the records' length),
 t a batch's length (at most T).
@@ -12,9 +13,6 @@ import tensorflow as tf
 from modeling.data import records
 
 SHUFFLE_BUFFER = 100  # records, as the original
-# Batches are cut to a multiple of this many tokens: at most T / 16 shapes to compile (8 at 128)
-# for at most 15 padded tokens per row, and a multiple of the 8 that GPU tensor cores want.
-PADDING_MULTIPLE = 16
 
 _DTYPES = {records.INT64: tf.int64, records.FLOAT: tf.float32}
 
@@ -49,15 +47,15 @@ def record_batches(path, spec, to_inputs, batch_size, is_training, drop_remainde
         `DynamicPadding` or `LengthBuckets`, which cut each batch's sequence features to [B, t].
     """
     padding = padding or FixedPadding()
-    records = tf.data.TFRecordDataset(path)
+    stream = tf.data.TFRecordDataset(path)
     if is_training:
-        records = records.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
-        batches = padding.training_batches(records, spec, batch_size, skip_batches)
+        stream = stream.repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
+        batches = padding.training_batches(stream, spec, batch_size, skip_batches)
         batches = batches.map(
             lambda serialized: padding.cut(to_inputs(tf.io.parse_example(serialized, spec))),
             num_parallel_calls=tf.data.AUTOTUNE)
     else:
-        batches = records.enumerate().batch(batch_size, drop_remainder=drop_remainder)
+        batches = stream.enumerate().batch(batch_size, drop_remainder=drop_remainder)
         batches = batches.map(
             lambda index, serialized: dict(
                 padding.cut(to_inputs(tf.io.parse_example(serialized, spec))),
@@ -81,11 +79,11 @@ class FixedPadding:
     def __str__(self):
         return "fixed padding: every batch at --max_seq_length"
 
-    def training_batches(self, records, spec, batch_size, skip_batches):
-        """Batches of serialized records [B] (string) from the shuffled, repeated `records`,
+    def training_batches(self, stream, spec, batch_size, skip_batches):
+        """Batches of serialized records [B] (string) from the shuffled, repeated `stream`,
         after the first `skip_batches`."""
         del spec  # the records are batched in stream order, whatever their length
-        return records.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
+        return stream.skip(skip_batches * batch_size).batch(batch_size, drop_remainder=True)
 
     def cut(self, inputs):
         """The model's inputs of one batch, as they are."""
@@ -110,7 +108,7 @@ class DynamicPadding(FixedPadding):
       multiple: the step the batch lengths are rounded up to.
     """
     max_seq_length: int
-    multiple: int = PADDING_MULTIPLE
+    multiple: int
 
     def __post_init__(self):
         if self.multiple < 1 or self.max_seq_length < 1:
@@ -169,13 +167,13 @@ class LengthBuckets(DynamicPadding):
                 f"multiple of {self.multiple}, at most {self.max_seq_length}; "
                 f"{DynamicPadding.__str__(self)}")
 
-    def training_batches(self, records, spec, batch_size, skip_batches):
+    def training_batches(self, stream, spec, batch_size, skip_batches):
         mask_spec = {"input_mask": spec["input_mask"]}
 
         def bucket(serialized):
             mask = tf.io.parse_single_example(serialized, mask_spec)["input_mask"]
             return tf.cast(self.length(mask), tf.int64)
-        batches = records.group_by_window(
+        batches = stream.group_by_window(
             bucket, lambda _, window: window.batch(batch_size, drop_remainder=True),
             window_size=batch_size)
         return batches.skip(skip_batches)
