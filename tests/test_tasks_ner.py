@@ -45,10 +45,12 @@ def test_the_loss_is_divided_by_the_labelled_tokens_of_the_global_batch(tiny_con
 
 def test_predicted_windows_and_the_weighted_loss():
     class Predicted:
-        def predict(self, dataset, names):
+        def predict(self, dataset, names, lengths):
+            # Every per-position array comes back at max_seq_length (dynamic padding).
+            assert lengths == {name: 2 for name in names}
             return {"predictions": np.array([[0, 2], [1, 1]]),
                     "per_token_loss": np.array([[0.5, 0.0], [1.0, 2.0]]),
                     "label_weights": np.array([[1.0, 0.0], [1.0, 1.0]])}
-    predictions, loss_sum, weight_sum = ner.predict_windows(Predicted(), None)
+    predictions, loss_sum, weight_sum = ner.predict_windows(Predicted(), None, 2)
     np.testing.assert_array_equal(predictions, [[0, 2], [1, 1]])
     assert (loss_sum, weight_sum) == (3.5, 3.0)

@@ -67,9 +67,11 @@ def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config, tiny_in
 
 def test_raw_results_are_the_unique_ids_and_both_logits():
     class Predicted:
-        def predict(self, dataset, names):
+        def predict(self, dataset, names, lengths, pad_value):
+            # The logits come back at max_seq_length, -inf where dynamic padding cut them.
+            assert lengths == {"start_logits": 3, "end_logits": 3} and pad_value == -np.inf
             return {"unique_ids": np.array([1000000001, 1000000000]),
                     "start_logits": np.zeros((2, 3)), "end_logits": np.ones((2, 3))}
-    unique_ids, start, end = squad.predict_logits(Predicted(), None)
+    unique_ids, start, end = squad.predict_logits(Predicted(), None, 3)
     np.testing.assert_array_equal(unique_ids, [1000000001, 1000000000])
     assert start.shape == end.shape == (2, 3) and end.sum() == 6
