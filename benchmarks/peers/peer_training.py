@@ -17,7 +17,6 @@ be measured against it side by side. It follows the original BERT fine-tuning pr
 Importing this module first switches the Hugging Face libraries to offline mode (nothing may
 download at run time) and starts the wall clock the JSON line reports.
 """
-import argparse
 import json
 import os
 import pathlib
