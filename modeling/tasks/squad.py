@@ -63,6 +63,9 @@ class SquadTask(fine_tuning.Task):
     predictions.json, nbest_predictions.json (null_odds.json for v2.0) and, when the predict
     file has answers, eval_results.json with the official metric."""
     ACTIONS = ("do_train", "do_predict", "export_dir")
+    # The original's span softmax runs over every position, padding included, and its n-best
+    # ranks them all: cutting the padding would change the loss and the n-best lists.
+    PADDING_IS_INERT = False
     TRAIN_SHUFFLE_SEED = 12345  # the original shuffles the training examples with this seed
 
     def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64,

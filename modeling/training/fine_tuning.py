@@ -62,6 +62,9 @@ class Task:
     TRAIN_UNITS: what the training examples are called in messages.
     """
     ACTIONS = ("do_train", "do_eval", "do_predict", "export_dir")
+    # Whether cutting a batch to its longest example leaves every result as it is: true when
+    # no loss, metric or output reads the padded positions.
+    PADDING_IS_INERT = True
     CASE_MISMATCH_WARNS = False
     TRAIN_UNITS = "training examples"
     LEAST_SEQ_LENGTH = 3  # [CLS], a token, [SEP]
@@ -111,6 +114,7 @@ class Context:
     chief: bool
     record_dir: str
     trainer: object = None
+    padding_is_inert: bool = True
 
     @property
     def on_tpu(self):
@@ -123,7 +127,7 @@ class Context:
         """How this run's batches are padded: an `input_pipeline` padding; fixed on TPUs."""
         from modeling.training import input_pipeline
         options = self.options
-        if self.on_tpu or not options.dynamic_padding:
+        if self.on_tpu or not options.dynamic_padding or not self.padding_is_inert:
             return input_pipeline.FixedPadding()
         padding = (input_pipeline.LengthBuckets if options.bucket_by_length
                    else input_pipeline.DynamicPadding)
@@ -190,10 +194,15 @@ def run(task, options):
     if chief:
         files.remove_stale_temps_in(options.output_dir)
     record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")
-    context = Context(options, config, tokenizer, strategy, chief, record_dir)
+    context = Context(options, config, tokenizer, strategy, chief, record_dir,
+                      padding_is_inert=task.PADDING_IS_INERT)
     if context.on_tpu and options.dynamic_padding:
         logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
                      "(--dynamic_padding ignored)", options.max_seq_length)
+    elif options.dynamic_padding and not task.PADDING_IS_INERT:
+        logging.info("This task reads the padded positions, as the original: every batch is "
+                     "padded to --max_seq_length=%d (--dynamic_padding ignored)",
+                     options.max_seq_length)
     logging.info("Batches: %s", context.padding)
     context.trainer = trainer = task.build_trainer(
         strategy, config, options, max(num_train_steps, 1),
