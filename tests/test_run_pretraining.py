@@ -68,6 +68,7 @@ def test_end_to_end_loss_falls_and_eval_has_every_key(records, tmp_path):
     config = write_config(tmp_path / "config.json", dropout=0.1)
     process = run_script("run_pretraining.py", *flags(
         records, config, tmp_path / "out", "--do_eval=True", "--iterations_per_loop=4",
+        "--progress_seconds=1000",  # a report per loop however slow the machine
         "--save_checkpoints_steps=8", "--eval_batch_size=4", "--max_eval_steps=5", steps=24))
     losses = logged_losses(process.stderr)
     # The first step is reported alone (progress as soon as the step is compiled), then by loop.

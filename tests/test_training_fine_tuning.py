@@ -94,7 +94,7 @@ def test_classifier_trained_under_xla(tmp_path, caplog):
                 for i in range(count)]
         (tmp_path / f"{split}.tsv").write_text(header + "".join(rows), "utf-8")
     vocab, config = write_model_files(tmp_path, WORDS, layers=1)  # XLA compiles it per length
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")
     fixed, dynamic = _runs_both(lambda: ClassifierTask(str(tmp_path), "MRPC"), tmp_path, vocab,
                                 config, do_train=True, do_eval=True, do_predict=True,
                                 use_xla=True)

@@ -65,7 +65,7 @@ def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints
 def test_progress_has_its_own_cadence_and_logs_the_rate_in_force(tiny_config, tmp_path, caplog):
     pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
                                         1e-3, 6, 3, progress_seconds=1e-9)
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO", logger="absl"):
         _train(pretrainer, tmp_path, 6, iterations_per_loop=1000, save_checkpoints_steps=1000)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     assert [line.split(":")[0] for line in lines] == [f"step {s}/6" for s in range(1, 7)]
@@ -89,7 +89,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_config, t
         middle = len(content) // 2
         data.write_bytes(content[:middle] + bytes([content[middle] ^ 0xFF]) + content[middle + 1:])
     resumed = _pretrainer(tiny_config)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("WARNING", logger="absl"):
         assert resumed.restore_latest(str(tmp_path)).endswith("ckpt-2")
     assert resumed.global_step == 2
     assert any("ckpt-4" in record.getMessage() and "damaged" in record.getMessage()

@@ -56,9 +56,8 @@ def from_keras_file(input_path, ckpt_path, config=None):
     Returns:
       The model read.
     """
-    if not os.path.isfile(input_path):
-        raise ValueError(f"{input_path} does not exist")
     if input_path.endswith(".keras"):
+        _check_exists(input_path)
         if not zipfile.is_zipfile(input_path):
             raise ValueError(f"{input_path}: not a .keras file (a .keras file is a zip archive; "
                              f"this one is damaged, truncated or of another kind)")
@@ -70,6 +69,7 @@ def from_keras_file(input_path, ckpt_path, config=None):
     elif input_path.endswith(".weights.h5"):
         if config is None:
             raise ValueError(f"{input_path}: a .weights.h5 file needs --bert_config_file")
+        _check_exists(input_path)
         _check_hdf5(input_path)
         errors = []
         for model_class in (BertPretrainer, BertModel):
@@ -85,6 +85,11 @@ def from_keras_file(input_path, ckpt_path, config=None):
         raise ValueError(f"{input_path}: expected a .keras or .weights.h5 file")
     name_based.save_original(model, ckpt_path)
     return model
+
+
+def _check_exists(path):
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} does not exist")
 
 
 def _check_hdf5(path):
