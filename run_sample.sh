@@ -37,7 +37,7 @@ python run_pretraining.py --input_file="$OUT/pretrain.tfrecord" --output_dir="$O
   --bert_config_file="$OUT/bert_config.json" --do_train=True --do_eval=True \
   --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=16 --eval_batch_size=16 \
   --num_train_steps=300 --num_warmup_steps=30 --learning_rate=1e-3 \
-  --save_checkpoints_steps=100 --iterations_per_loop=50 2>&1 | grep -E "step [0-9]+:|Eval|error"
+  --save_checkpoints_steps=100 --iterations_per_loop=50 2>&1 | grep -E "step [0-9]+/|Resumed|Eval|error"
 cat "$OUT/pretraining/eval_results.txt"
 CKPT="$OUT/pretraining/export/bert_model.ckpt"
 

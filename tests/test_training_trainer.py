@@ -74,6 +74,8 @@ def test_progress_has_its_own_cadence_and_logs_the_rate_in_force(tiny_config, tm
     expected = [1e-3 * (s / 3 if s < 3 else 1 - s / 6) for s in range(6)]
     np.testing.assert_allclose(rates, expected, rtol=1e-4, atol=1e-9)
     assert all("elapsed " in line and "ETA " in line for line in lines)
+    assert "ETA at the next report" in lines[0]  # compiling is no pace to extrapolate
+    assert all(re.search(r"ETA \d+:\d\d$", line) for line in lines[1:])
     assert any("tensorboard --logdir" in r.getMessage() for r in caplog.records)
 
 

@@ -341,6 +341,7 @@ class _Progress:
         self.step, self.total, self.seconds = step, total, seconds
         self.start = time.time()
         self.seconds_per_step = None
+        self.paced = False
 
     def steps_until_report(self):
         if self.seconds_per_step is None:
@@ -349,14 +350,17 @@ class _Progress:
 
     def done(self, steps, elapsed):
         first = self.seconds_per_step is None
+        self.paced = not first  # the first report's pace includes compiling: no ETA from it
         self.step += steps
         # The first step includes tracing and compiling: it says nothing about the pace.
         self.seconds_per_step = elapsed / steps if first or steps > 1 else (
             0.5 * self.seconds_per_step + 0.5 * elapsed / steps)
 
     def timing(self):
-        eta = (self.total - self.step) * self.seconds_per_step
-        return f"elapsed {_clock(time.time() - self.start)}, ETA {_clock(eta)}"
+        elapsed = f"elapsed {_clock(time.time() - self.start)}"
+        if not self.paced:
+            return elapsed + ", ETA at the next report"
+        return f"{elapsed}, ETA {_clock((self.total - self.step) * self.seconds_per_step)}"
 
 
 def _clock(seconds):
