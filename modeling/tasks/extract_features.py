@@ -14,7 +14,8 @@ from modeling.data import text
 from modeling.encoder.bert_model import BertModel
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
-from modeling.training.options import check_max_seq_length, require_positive
+from modeling.training.options import (check_max_seq_length, check_vocabulary,
+                                       require_positive)
 
 
 def layer_outputs(model, features, layer_indexes, batch_size):
@@ -118,9 +119,7 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    if len(tokenizer.vocab) != config.vocab_size:
-        raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but "
-                         f"{bert_config_file} says vocab_size={config.vocab_size}")
+    check_vocabulary(tokenizer, config, vocab_file, bert_config_file)
     examples = text.read_examples(input_file)
     features = text.convert_examples_to_features(examples, max_seq_length, tokenizer)
     model = BertModel(config)

@@ -16,7 +16,7 @@ from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
 from modeling.training import distribution
 from modeling.training.options import (TrainingOptions, check_max_seq_length,
-                                       refuse_untrained)
+                                       check_vocabulary, refuse_untrained)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -154,9 +154,7 @@ def check(task, options, config, tokenizer):
                          + " must be set.")
     check_max_seq_length(options.max_seq_length, config, options.bert_config_file,
                          task.LEAST_SEQ_LENGTH)
-    if len(tokenizer.vocab) != config.vocab_size:
-        raise ValueError(f"{options.vocab_file} has {len(tokenizer.vocab)} tokens but "
-                         f"{options.bert_config_file} says vocab_size={config.vocab_size}")
+    check_vocabulary(tokenizer, config, options.vocab_file, options.bert_config_file)
     if options.init_checkpoint:
         try:
             tokenization.validate_case_matches_checkpoint(options.do_lower_case,

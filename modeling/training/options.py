@@ -117,3 +117,10 @@ def refuse_untrained(options, missing, action):
                          f"checkpoint and --init_checkpoint={options.init_checkpoint} lacks "
                          f"{', '.join(missing)}; train with --do_train first, or pass "
                          f"--allow_untrained to {action} random weights")
+
+
+def check_vocabulary(tokenizer, config, vocab_file, config_file):
+    """Raises ValueError unless the vocabulary has the config's vocab_size tokens."""
+    if len(tokenizer.vocab) != config.vocab_size:
+        raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but {config_file} "
+                         f"says vocab_size={config.vocab_size}")
