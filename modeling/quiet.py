@@ -49,6 +49,9 @@ NOISE = tuple(re.compile(pattern) for pattern in (
     r"computation placer already registered\. Please check linkage and avoid linking the same "
     r"target more than once\.",
     r"TF-TRT Warning: Could not find TensorRT",
+    # Error-level, but only a notice that int64 ops use Eigen's kernels (a SavedModel's lookups).
+    r"oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default "
+    r"Eigen-based implementation if present\.",
 ))
 # The error that follows "Could not find cuda drivers": no driver, so no GPU to initialize. On
 # a machine with a driver (no such line before it) cuInit failing is a real error, and shown.

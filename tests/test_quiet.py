@@ -23,6 +23,8 @@ STARTUP = [
     "optimized to use available CPU instructions in performance-critical operations.",
     "To enable the following instructions: AVX2 AVX512F AVX512_VNNI FMA, in other operations, "
     "rebuild TensorFlow with the appropriate compiler flags.",
+    "E0000 00:00:1795479042.732626   20317 util.cc:131] oneDNN supports DT_INT64 only on "
+    "platforms with AVX-512. Falling back to the default Eigen-based implementation if present.",
     "E0000 00:00:1795476155.745895    1005 cuda_platform.cc:52] failed call to cuInit: "
     "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
 ]
