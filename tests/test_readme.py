@@ -13,7 +13,6 @@ the README's first shell example exports it; python blocks run in this process, 
 fresh namespace.
 """
 import os
-import pathlib
 import re
 import subprocess
 import sys
