@@ -34,8 +34,9 @@ import signal
 import sys
 import time
 
-# Whole lines TensorFlow prints at start-up whatever TF_CPP_MIN_LOG_LEVEL says, matched on the
-# message after the log prefix ("I0000 00:00:1795476152.847596    1005 port.cc:153] ").
+# Whole lines TensorFlow prints at start-up whatever TF_CPP_MIN_LOG_LEVEL says (and one notice
+# it prints at error level), matched on the message after the log prefix
+# ("I0000 00:00:1795476152.847596    1005 port.cc:153] ").
 NOISE = tuple(re.compile(pattern) for pattern in (
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
     r"oneDNN custom operations are on\. ",
@@ -64,6 +65,7 @@ LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
 
 _PARTIAL_LINE_SECONDS = 0.1
 _DRAIN_SECONDS = 5.0
+_installed = False
 
 
 def asked_for_tensorflow_output(environ=os.environ):
@@ -86,9 +88,6 @@ def install():
     from absl import logging as absl_logging
     absl_logging.get_absl_logger().addFilter(LibraryInfoFilter(_library_folders()))
     _filter_stderr()
-
-
-_installed = False
 
 
 class LibraryInfoFilter(logging.Filter):
@@ -173,7 +172,12 @@ def _write_all(fd, data):
 
 def _filter_stderr():
     """Replaces descriptor 2 by a pipe that a forked filter process reads (see module doc)."""
-    sys.stderr.flush()
+    try:
+        os.fstat(2)
+    except OSError:  # started with stderr closed: nothing to filter
+        return
+    if sys.stderr is not None:
+        sys.stderr.flush()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -206,7 +210,8 @@ def _filter_stderr():
 def _restore(pid, original):
     """At exit: gives descriptor 2 back, and waits for the filter to forward what is left."""
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except (OSError, ValueError):
         pass
     os.dup2(original, 2)  # closes this process's end of the pipe
