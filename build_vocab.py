@@ -7,6 +7,10 @@ tokenizer splits them (so use the same --do_lower_case when tokenizing later); p
 learned by tensorflow-text's WordPiece learner. The output starts [PAD], [unused0..98], [UNK],
 [CLS], [SEP], [MASK], [unused99..], then the learned pieces.
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 import os
 
 from absl import flags, logging

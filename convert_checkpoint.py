@@ -18,6 +18,10 @@ r"""Converts Google's original checkpoints to and from Keras files and Hugging F
 A checkpoint with the pre-training heads (`cls/...`) becomes a `BertPretrainer`, one without
 a bare `BertModel`. Optimizer slots and `global_step` are dropped.
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 import os
 
 import tensorflow as tf

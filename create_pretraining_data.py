@@ -9,6 +9,10 @@ Input: one sentence per line, a blank line between documents. With the default
 --num_workers=1 and no streaming, the records equal the original's; --num_workers and
 --streaming_chunk_mb trade that identity for speed and bounded memory (see README).
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 from absl import flags, logging
 
 from modeling import cli

@@ -1,16 +1,24 @@
 """Queries a run_classifier.py SavedModel the way a serving client would: TensorFlow and
-tensorflow-text only, nothing of this project.
+tensorflow-text only. Of this project it imports modeling/quiet.py alone (no TensorFlow), to
+keep TensorFlow's start-up lines off stderr. It prints the signatures, then a line per text:
+the label, the probabilities and the text (or, for regression, the score and the text).
 
   python query_savedmodel.py EXPORT_DIR "first sentence" "second sentence" ...
 
 EXPORT_DIR is the --export_dir of run_classifier.py (its newest numbered version is used) or one
 version folder. For sentence-pair models, give each pair as "text_a ||| text_b".
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
+import importlib
 import os
 import sys
 
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the in-graph tokenizer's ops
+
+importlib.import_module("tensorflow_text")  # registers the in-graph tokenizer's ops
 
 
 def newest_version(export_dir):
@@ -19,7 +27,13 @@ def newest_version(export_dir):
 
 
 def main(export_dir, texts):
-    serve = tf.saved_model.load(newest_version(export_dir)).signatures["serving_default"]
+    version = newest_version(export_dir)
+    signatures = tf.saved_model.load(version).signatures
+    print(f"{version}: signatures")
+    for name, function in sorted(signatures.items()):
+        print(f"  {name}({', '.join(sorted(function.structured_input_signature[1]))}) -> "
+              f"{', '.join(sorted(function.structured_outputs))}")
+    serve = signatures["serving_default"]
     inputs = serve.structured_input_signature[1]
     pairs = [text.split(" ||| ", 1) + [""] for text in texts]
     args = {"text_a": tf.constant([pair[0] for pair in pairs])}

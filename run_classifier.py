@@ -12,6 +12,10 @@ Features are written to output_dir as train/eval/predict.tf_record; checkpoints 
 --do_eval writes eval_results.txt, --do_predict test_results.tsv, and --export_dir a numbered
 SavedModel for TF Serving with raw-text and token-id signatures.
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 from absl import flags
 
 import shared_flags

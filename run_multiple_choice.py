@@ -11,6 +11,10 @@ data_dir holds train.csv, val.csv and test.csv (SWAG's columns sent1, sent2, end
 label). --do_eval writes eval_results.txt (accuracy), --do_predict test_results.tsv: per test
 example its id and the four probabilities.
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 from absl import flags
 
 import shared_flags

@@ -12,6 +12,10 @@ blank line between sentences. --do_eval writes eval_results.txt (conlleval's ent
 precision, recall and F1, overall and per type) and eval_predictions.txt; --do_predict writes
 test_predictions.txt: the input lines with a predicted-tag column.
 """
+from modeling import quiet
+
+quiet.install()  # before TensorFlow loads: its start-up noise off stderr
+
 from absl import flags
 
 import shared_flags

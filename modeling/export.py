@@ -150,11 +150,14 @@ class ClassifierExport(ServingModule):
         inputs = self.packer(self.tokenizer(text_a), ids_b)
         # Rows are padded to max_seq_length; only the batch's longest row needs computing.
         length = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
-        return self._classify_ids(**{name: value[:, :length] for name, value in inputs.items()})
+        return self._classify({name: value[:, :length] for name, value in inputs.items()})
 
     def _classify_ids(self, input_ids, input_mask, segment_ids):
-        outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
-                              "token_type_ids": segment_ids}, training=False)
+        return self._classify({"input_ids": input_ids, "input_mask": input_mask,
+                               "token_type_ids": segment_ids})
+
+    def _classify(self, inputs):
+        outputs = self.model(inputs, training=False)
         if self.regression:
             return {"predictions": outputs["predictions"]}
         label_ids = tf.argmax(outputs["probabilities"], axis=-1, output_type=tf.int32)
@@ -388,9 +391,7 @@ class MultipleChoiceExport(ServingModule):
         contexts = tf.reshape(tf.repeat(context[:, tf.newaxis], choices, axis=1), [-1])
         packed = self.packer(self.tokenizer(contexts), self.tokenizer(tf.reshape(endings, [-1])))
         shape = tf.stack([tf.shape(endings)[0], choices, self.packer.seq_length])
-        inputs = {name: tf.reshape(packed[key], shape) for name, key in (
-            ("input_ids", "input_ids"), ("input_mask", "input_mask"),
-            ("token_type_ids", "segment_ids"))}
+        inputs = {name: tf.reshape(value, shape) for name, value in packed.items()}
         probabilities = self.model(inputs, training=False)["probabilities"]
         # A column of -1 that no probability loses to, so that an empty batch of no choices
         # ([0, 0]) has an argmax too.

@@ -154,6 +154,33 @@ def test_keras_serialization_round_trip(tiny_config, tiny_inputs, tmp_path):
                                   model(tiny_inputs)["pooled_output"])
 
 
+@pytest.mark.parametrize("filename", ["pretrainer.weights.h5", "pretrainer.keras"])
+def test_load_weights_takes_the_encoder_of_a_pretrainer_file(tiny_config, tiny_inputs,
+                                                             tmp_path, filename):
+    # What convert_checkpoint.py writes for Google's checkpoints, which carry the cls/ heads.
+    pretrainer = BertPretrainer(tiny_config)
+    path = str(tmp_path / filename)
+    pretrainer.save_weights(path) if filename.endswith(".weights.h5") else pretrainer.save(path)
+
+    model = BertModel(tiny_config)
+    model.load_weights(path)
+
+    assert len(model.weights) == len(pretrainer.bert.weights)
+    for ours, theirs in zip(model.weights, pretrainer.bert.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+    np.testing.assert_array_equal(model(tiny_inputs)["pooled_output"],
+                                  pretrainer.bert(tiny_inputs)["pooled_output"])
+
+
+def test_load_weights_of_another_config_names_both_readings(tiny_config, tmp_path):
+    path = str(tmp_path / "pretrainer.weights.h5")
+    BertPretrainer(tiny_config).save_weights(path)
+    other = BertConfig.from_dict(dict(tiny_config.to_dict(), vocab_size=98))
+    with pytest.raises(ValueError, match=r"does not fit this BertModel \(2 layers, hidden_size "
+                                         r"32, vocab_size 98\)[\s\S]*As the encoder \(bert\)"):
+        BertModel(other).load_weights(path)
+
+
 def test_mixed_bfloat16_stays_close(tiny_config, tiny_inputs):
     reference = BertModel(tiny_config)
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")

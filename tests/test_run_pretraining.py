@@ -74,6 +74,11 @@ def test_end_to_end_loss_falls_and_eval_has_every_key(records, tmp_path):
     # The first step is reported alone (progress as soon as the step is compiled), then by loop.
     assert len(losses) == 7 and losses[-1] < losses[0] - 0.5, losses
     lines = (tmp_path / "out/eval_results.txt").read_text().splitlines()
+    accuracy = re.search(r"masked_lm_accuracy = (\S+)", "\n".join(lines)).group(1)
+    assert re.search(rf"Eval: masked_lm_accuracy {float(accuracy):.4f} \(always guessing the most "
+                     rf"frequent masked token, id \d+: 0\.\d{{4}}\); next_sentence_accuracy "
+                     rf"[0-9.]+ \(always guessing the majority label, [01]: 0\.\d{{4}}\)",
+                     process.stderr), process.stderr[-2000:]
     assert [line.split(" = ")[0] for line in lines] == [
         "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
         "next_sentence_accuracy", "next_sentence_loss"]
@@ -84,6 +89,23 @@ def test_end_to_end_loss_falls_and_eval_has_every_key(records, tmp_path):
     result = name_based.load_original(model, str(tmp_path / "out/export/bert_model.ckpt"))
     assert result.unused == [] and len(result.skipped) == 1 + 2 * len(result.loaded)
     assert list((tmp_path / "out/train").iterdir())  # TensorBoard events
+
+
+def test_constant_guesses_count_what_evaluate_reads():
+    from modeling.tasks.pretraining import constant_guess_accuracies
+    rows = tf.data.Dataset.from_tensor_slices({
+        "masked_lm_ids": [[5, 5, 7], [5, 9, 0], [7, 7, 7]],
+        "masked_lm_weights": [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]],
+        "next_sentence_labels": [[1], [0], [1]]})
+
+    first = constant_guess_accuracies(rows.batch(2), max_eval_steps=1)
+    both = constant_guess_accuracies(rows.batch(2), max_eval_steps=2)
+
+    # The first batch: 5 three times among five weighted positions; labels 1 and 0.
+    assert first == {"masked_lm_accuracy": 0.6, "masked_lm_id": 5,
+                     "next_sentence_accuracy": 0.5, "next_sentence_label": 0}
+    assert both == {"masked_lm_accuracy": 3 / 7, "masked_lm_id": 5,
+                    "next_sentence_accuracy": 2 / 3, "next_sentence_label": 1}
 
 
 def test_killed_run_resumes_to_the_same_weights(records, tmp_path):

@@ -85,6 +85,22 @@ def test_read_token_vectors_concatenates_the_top_four_layers():
         extract_features.read_token_vectors(line, (-1, -5))
 
 
+def test_read_token_vectors_reads_the_layers_a_record_has_by_default():
+    feature = text.InputFeatures(
+        unique_id=0, tokens=["[CLS]", "[SEP]"], input_ids=[1, 2], input_mask=[1, 1],
+        input_type_ids=[0, 0])
+    # A two-layer model's record, written with --layers=-2,-1: that order is kept.
+    layers = {-2: np.full((2, 3), -2.0, np.float32), -1: np.full((2, 3), -1.0, np.float32)}
+    line = extract_features.to_json_line(feature, layers)
+
+    tokens, vectors = extract_features.read_token_vectors(line)
+
+    assert tokens == ["[CLS]", "[SEP]"]
+    np.testing.assert_array_equal(vectors, [[-2, -2, -2, -1, -1, -1]] * 2)
+    _, top = extract_features.read_token_vectors(line, [-1])
+    np.testing.assert_array_equal(top, [[-1, -1, -1]] * 2)
+
+
 def _features(rows, length):
     return [text.InputFeatures(unique_id=i, tokens=["t"] * length, input_ids=list(row),
                                input_mask=[1] * length, input_type_ids=[0] * length)

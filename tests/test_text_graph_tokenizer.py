@@ -117,8 +117,9 @@ def test_packing_matches_the_original_classifier_features():
                       graph.tokenize([row["text_b"] or "" for row in rows]))
 
     assert len(rows) == 20
-    for key in ("input_ids", "input_mask", "segment_ids"):
-        np.testing.assert_array_equal(features[key].numpy(), [row[key] for row in rows],
+    for key, original in (("input_ids", "input_ids"), ("input_mask", "input_mask"),
+                          ("token_type_ids", "segment_ids")):
+        np.testing.assert_array_equal(features[key].numpy(), [row[original] for row in rows],
                                       err_msg=key)
 
 
@@ -274,7 +275,7 @@ def test_packing_truncation_cases_match_the_original_rule():
         ids_b = _python_ids(python, [b])[0] if b else None
         expected = _python_pack(_python_ids(python, [a])[0], ids_b, seq_length,
                                 graph.cls_id, graph.sep_id)
-        for key, want in zip(("input_ids", "input_mask", "segment_ids"), expected):
+        for key, want in zip(("input_ids", "input_mask", "token_type_ids"), expected):
             assert features[key][i].numpy().tolist() == want, (key, a, b)
     assert features["input_ids"].shape == (len(pairs), seq_length)
 
@@ -294,11 +295,23 @@ def test_packing_a_single_segment_and_bad_lengths():
     features = BertInputPacker(5, 101, 102)(tf.ragged.constant([[7, 8, 9, 10], [7]]))
     np.testing.assert_array_equal(features["input_ids"], [[101, 7, 8, 9, 102],
                                                           [101, 7, 102, 0, 0]])
-    np.testing.assert_array_equal(features["segment_ids"], np.zeros([2, 5]))
+    np.testing.assert_array_equal(features["token_type_ids"], np.zeros([2, 5]))
     np.testing.assert_array_equal(features["input_mask"], [[1] * 5, [1, 1, 1, 0, 0]])
     with pytest.raises(ValueError, match="at least 3, got 2"):
         BertInputPacker(2, 101, 102)
 
+
+def test_packed_features_are_the_inputs_of_bert_model(tiny_config):
+    from modeling.encoder.bert_model import BertModel
+    features = BertInputPacker(7, 1, 2)(tf.ragged.constant([[5, 6], [7]]),
+                                        tf.ragged.constant([[8], [9, 10]]))
+
+    outputs = BertModel(tiny_config)(features)
+
+    assert sorted(features) == ["input_ids", "input_mask", "token_type_ids"]
+    np.testing.assert_array_equal(features["token_type_ids"], [[0, 0, 0, 0, 1, 1, 0],
+                                                               [0, 0, 0, 1, 1, 1, 0]])
+    assert outputs["sequence_output"].shape == (2, 7, tiny_config.hidden_size)
 
 # ---------------------------------------------------------------- ids with word offsets
 

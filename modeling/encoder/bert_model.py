@@ -1,6 +1,7 @@
 """BertModel: the original `modeling.BertModel` as a Keras 3 model (TensorFlow backend)."""
 import keras
 import tensorflow as tf
+from absl import logging
 
 from modeling.encoder import layers
 from modeling.encoder.config import BertConfig
@@ -130,6 +131,33 @@ class BertModel(keras.Model):
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}
 
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """Keras's `load_weights`, which also takes the file of a model that holds this
+        encoder as its `bert` attribute, as `BertPretrainer` does: the encoder is loaded and
+        the rest (the `cls/` heads) left out.
+
+        `convert_checkpoint.py` writes Google's checkpoints, which carry the pre-training
+        heads, as `BertPretrainer` files; this loads the bare encoder from them.
+
+        Raises:
+          ValueError: the file holds neither a `BertModel` of this config nor one as `bert`;
+            with Keras's message for each.
+        """
+        try:
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        except ValueError as error:
+            bare_error = error
+        try:
+            _EncoderHolder(self).load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        except ValueError as holder_error:
+            raise ValueError(
+                f"{filepath} does not fit this BertModel ({self.config.num_hidden_layers} "
+                f"layers, hidden_size {self.config.hidden_size}, vocab_size "
+                f"{self.config.vocab_size}).\nAs a BertModel's weights: {bare_error}\nAs the "
+                f"encoder (bert) of a BertPretrainer's: {holder_error}") from None
+        logging.info("%s: loaded the encoder (bert/...) of a model with heads; the heads are "
+                     "not used", filepath)
+
 
 def _check_not_empty_rows(input_ids):
     """Checks that rows have at least one token (the pooler reads the first); an empty batch,
@@ -166,3 +194,13 @@ def _check_range(ids, limit, name, field):
         tf.debugging.assert_less(ids, limit,
                                  message=f"{name} contains an id >= {field}={limit} of the config"),
     ]
+
+
+class _EncoderHolder(keras.Model):
+    """A model whose only part is `bert`, as a `BertPretrainer`'s or a task model's encoder
+    is saved: loading a file into it fills the encoder and reads nothing else."""
+
+    def __init__(self, bert):
+        super().__init__(name="encoder_holder")
+        self.bert = bert
+        self.built = True

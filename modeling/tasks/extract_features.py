@@ -69,15 +69,16 @@ def to_json_line(feature, layers):
     return json.dumps(record) + "\n"
 
 
-def read_token_vectors(json_line, layer_indexes=(-1, -2, -3, -4)):
+def read_token_vectors(json_line, layer_indexes=None):
     """Reads one record of extract_features.py's output as features for a downstream model.
 
     The paper's best feature-based NER input (section 5.3) concatenates the top four layers'
-    hidden states of each token.
+    hidden states of each token (`--layers=-1,-2,-3,-4`).
 
     Args:
       json_line: str, one line of the output JSON.
       layer_indexes: the layers to concatenate, in this order; each must be in the record.
+        By default all the record's layers, in the record's order (its --layers).
 
     Returns:
       (tokens, vectors): the record's tokens ("[CLS]" ... "[SEP]"), and float32 numpy
@@ -90,6 +91,8 @@ def read_token_vectors(json_line, layer_indexes=(-1, -2, -3, -4)):
     tokens, rows = [], []
     for feature in record["features"]:
         by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
+        if layer_indexes is None:
+            layer_indexes = [layer["index"] for layer in feature["layers"]]
         missing = [index for index in layer_indexes if index not in by_index]
         if missing:
             raise ValueError(f"line {record['linex_index']}: layers {missing} are not in the "

@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import os
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 from google.protobuf import message
@@ -93,6 +94,29 @@ class Pretrainer(Trainer):
             "next_sentence_accuracy": totals["nsp_correct"] / totals["examples"],
             "next_sentence_loss": totals["nsp_loss_sum"] / totals["examples"],
         }
+
+
+def constant_guess_accuracies(dataset, max_eval_steps):
+    """What the eval accuracies are worth: those of a model that always gives the same answer.
+
+    Over the batches `Pretrainer.evaluate` reads (the first `max_eval_steps` of `dataset`):
+    the share of the most frequent masked token among the masked positions (by
+    `masked_lm_weights`), and the share of the majority next-sentence label.
+
+    Returns:
+      dict: masked_lm_accuracy, masked_lm_id, next_sentence_accuracy, next_sentence_label.
+    """
+    token_counts, label_counts = np.zeros([0]), np.zeros([2])
+    for batch in dataset.take(max_eval_steps):
+        counts = np.bincount(batch["masked_lm_ids"].numpy().ravel(),
+                             batch["masked_lm_weights"].numpy().ravel())
+        token_counts = np.pad(token_counts, [0, max(0, len(counts) - len(token_counts))])
+        token_counts[:len(counts)] += counts
+        label_counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(), minlength=2)
+    return {"masked_lm_accuracy": token_counts.max() / token_counts.sum(),
+            "masked_lm_id": int(token_counts.argmax()),
+            "next_sentence_accuracy": label_counts.max() / label_counts.sum(),
+            "next_sentence_label": int(label_counts.argmax())}
 
 
 def expand_files(input_file):
@@ -259,7 +283,14 @@ def run(options):
             options.max_predictions_per_seq, is_training=False)
         with _input_errors(options.input_file):
             results = pretrainer.evaluate(dataset, options.max_eval_steps)
+            floor = constant_guess_accuracies(dataset, options.max_eval_steps)
         logging.info("Eval results: %s", results)
+        logging.info(
+            "Eval: masked_lm_accuracy %.4f (always guessing the most frequent masked token, id "
+            "%d: %.4f); next_sentence_accuracy %.4f (always guessing the majority label, %d: "
+            "%.4f)", results["masked_lm_accuracy"], floor["masked_lm_id"],
+            floor["masked_lm_accuracy"], results["next_sentence_accuracy"],
+            floor["next_sentence_label"], floor["next_sentence_accuracy"])
         if chief:
             files.write_eval_results(results, os.path.join(options.output_dir,
                                                            "eval_results.txt"))

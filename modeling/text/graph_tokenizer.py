@@ -727,7 +727,9 @@ class BertInputPacker(tf.Module):
             ids_b: optional tf.RaggedTensor int32 [B, (tokens)], the second segment.
 
         Returns:
-            dict of int32 [B, seq_length]: "input_ids", "input_mask", "segment_ids".
+            dict of int32 [B, seq_length]: "input_ids", "input_mask", "token_type_ids" (0 for
+            "[CLS] a [SEP]", 1 for "b [SEP]"; the records call them `segment_ids`): the inputs
+            of `BertModel`, so that `model(packer(ids_a, ids_b))` runs.
         """
         ids_a = tf.cast(ids_a, tf.int32)
         length_a = ids_a.row_lengths()
@@ -754,14 +756,14 @@ class BertInputPacker(tf.Module):
         sep_b = tf.RaggedTensor.from_row_lengths(
             tf.fill([tf.reduce_sum(b_left)], self.sep_id), b_left)
         input_ids = tf.concat([cls, segment_a, sep, segment_b, sep_b], axis=1)
-        segment_ids = tf.concat(
+        token_type_ids = tf.concat(
             [tf.zeros_like(cls), tf.zeros_like(segment_a), tf.zeros_like(sep),
              tf.ones_like(segment_b), tf.ones_like(sep_b)], axis=1)
         shape = [None, self.seq_length]
         return {
             "input_ids": input_ids.to_tensor(0, shape=shape),
             "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+            "token_type_ids": token_type_ids.to_tensor(0, shape=shape),
         }
 
 

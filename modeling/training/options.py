@@ -73,11 +73,15 @@ class TrainingOptions:
         chosen = distribution.get_strategy(
             "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
             self.tpu_zone, self.gcp_project, self.master)
+        from absl import logging
         if self.use_tpu and chosen.num_replicas_in_sync != self.num_tpu_cores:
-            from absl import logging
             logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using %d",
                             self.num_tpu_cores, chosen.num_replicas_in_sync,
                             chosen.num_replicas_in_sync)
+        if chosen.num_replicas_in_sync > 1:  # TensorFlow's own line is an INFO of its: quiet
+            logging.info("%s with %d replicas: %s", type(chosen).__name__,
+                         chosen.num_replicas_in_sync,
+                         ", ".join(getattr(chosen.extended, "worker_devices", ())))
         trainer.set_precision(self.precision)
         return chosen
 

@@ -1,0 +1,231 @@
+"""Keeps TensorFlow's start-up noise off the scripts' stderr, unless the user asks for it.
+
+TensorFlow prints lines on import and on first use of a device that no environment variable
+turns off: its logging is not yet configured (`WARNING: All log messages before
+absl::InitializeLog() is called are written to STDERR`), so `TF_CPP_MIN_LOG_LEVEL` does not
+apply to them. On a machine without a GPU they include an error-level `failed call to cuInit`.
+A user of our scripts should see our lines; TensorFlow's diagnostics when they ask for them.
+
+`install()`, called by every script before anything imports TensorFlow:
+
+- does nothing when `TF_CPP_MIN_LOG_LEVEL` is 0 or 1: the user asked for TensorFlow's
+  information and warnings, and gets all of its output untouched;
+- otherwise sets `TF_CPP_MIN_LOG_LEVEL=2` where it is unset (TensorFlow's own C++ INFO and
+  WARNING lines off; its errors still show), drops the Python INFO records of TensorFlow and
+  Keras (a SavedModel writer's "Function `<lambda>` contains input name(s) ..." and "Sharding
+  callback duration"; their warnings and errors still show), and passes the process's stderr
+  (file descriptor 2, so C++ writes too) through a filter that drops the lines of NOISE, and
+  only those.
+
+The filter is a forked process reading a pipe that replaces descriptor 2, not a thread: it
+outlives a crash of the script (an abort, a segfault, SIGKILL) and forwards what was written
+before it, so that a real error is never lost. It forwards every other line as it arrives, in
+order, byte for byte (a line not ended within 0.1 s is forwarded as it is), and ends when
+every writer of the pipe (the script and the processes it started) has exited. Only the
+standard library and absl are used: importing this module imports no TensorFlow.
+"""
+import atexit
+import importlib.util
+import logging
+import os
+import re
+import select
+import signal
+import sys
+import time
+
+# Whole lines TensorFlow prints at start-up whatever TF_CPP_MIN_LOG_LEVEL says (and one notice
+# it prints at error level), matched on the message after the log prefix
+# ("I0000 00:00:1795476152.847596    1005 port.cc:153] ").
+NOISE = tuple(re.compile(pattern) for pattern in (
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"oneDNN custom operations are on\. ",
+    r"Could not find cuda drivers on your machine, GPU will not be used\.",
+    r"This TensorFlow binary is optimized to use available CPU instructions in "
+    r"performance-critical operations\.",
+    r"To enable the following instructions: .* in other operations, rebuild TensorFlow with "
+    r"the appropriate compiler flags\.",
+    r"Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory for plugin "
+    r"cu\w+ when one has already been registered",
+    r"computation placer already registered\. Please check linkage and avoid linking the same "
+    r"target more than once\.",
+    r"TF-TRT Warning: Could not find TensorRT",
+    # Error-level, but only a notice that int64 ops use Eigen's kernels (a SavedModel's lookups).
+    r"oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default "
+    r"Eigen-based implementation if present\.",
+))
+# The error that follows "Could not find cuda drivers": no driver, so no GPU to initialize. On
+# a machine with a driver (no such line before it) cuInit failing is a real error, and shown.
+NO_DRIVER = re.compile(r"Could not find cuda drivers on your machine")
+CUINIT = re.compile(r"failed call to cuInit: ")
+_LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ [\w.\-]+:\d+\] ")
+
+# Libraries whose Python INFO records are TensorFlow's diagnostics, not our lines.
+LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
+
+_PARTIAL_LINE_SECONDS = 0.1
+_DRAIN_SECONDS = 5.0
+_installed = False
+
+
+def asked_for_tensorflow_output(environ=os.environ):
+    """True when TF_CPP_MIN_LOG_LEVEL is 0 or 1: the user wants TensorFlow's INFO/WARNINGs."""
+    return environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() in ("0", "1")
+
+
+def install():
+    """Quiets TensorFlow's start-up for this process and its children; see the module doc.
+
+    Call it first, before anything imports TensorFlow. A second call does nothing.
+    """
+    global _installed
+    if _installed or asked_for_tensorflow_output():
+        return
+    _installed = True
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TensorFlow logs both through its own logger and through absl's, which our scripts use.
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    from absl import logging as absl_logging
+    absl_logging.get_absl_logger().addFilter(LibraryInfoFilter(_library_folders()))
+    _filter_stderr()
+
+
+class LibraryInfoFilter(logging.Filter):
+    """Drops log records below WARNING made by code under `folders` (the libraries')."""
+
+    def __init__(self, folders):
+        super().__init__()
+        self.folders = tuple(os.path.join(folder, "") for folder in folders)
+
+    def filter(self, record):
+        return record.levelno >= logging.WARNING or not record.pathname.startswith(self.folders)
+
+
+def _library_folders():
+    """The installed folders of LIBRARIES, found without importing them."""
+    folders = []
+    for name in LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        folders += list(spec.submodule_search_locations or []) if spec else []
+    return folders
+
+
+def is_noise(line, no_driver_seen=False):
+    """Whether `line` (text, without its end) is one of TensorFlow's start-up lines."""
+    message = _LOG_PREFIX.sub("", line, count=1)
+    if any(pattern.match(message) for pattern in NOISE):
+        return True
+    return no_driver_seen and bool(CUINIT.match(message))
+
+
+class LineFilter:
+    """Splits a byte stream into lines and drops the noise; keeps the state NO_DRIVER needs."""
+
+    def __init__(self):
+        self.pending = b""
+        self.no_driver_seen = False
+
+    def feed(self, data):
+        """Returns the bytes to forward now: the complete lines of `data` that are not noise."""
+        self.pending += data
+        out = []
+        while True:
+            end = min((i for i in (self.pending.find(b"\n"), self.pending.find(b"\r"))
+                       if i >= 0), default=-1)
+            if end < 0:
+                return b"".join(out)
+            line, self.pending = self.pending[:end + 1], self.pending[end + 1:]
+            out.append(self._keep(line))
+
+    def flush(self):
+        """Returns the partial line held back, as it is."""
+        line, self.pending = self.pending, b""
+        return line
+
+    def _keep(self, line):
+        text = line.rstrip(b"\r\n").decode("utf-8", "replace")
+        if NO_DRIVER.search(text) and _LOG_PREFIX.match(text):
+            self.no_driver_seen = True
+        return b"" if text and is_noise(text, self.no_driver_seen) else line
+
+
+def _forward(read_fd, write_fd):
+    """Copies `read_fd` to `write_fd` through a `LineFilter` until end of file."""
+    line_filter = LineFilter()
+    while True:
+        timeout = _PARTIAL_LINE_SECONDS if line_filter.pending else None
+        ready, _, _ = select.select([read_fd], [], [], timeout)
+        if not ready:
+            _write_all(write_fd, line_filter.flush())
+            continue
+        data = os.read(read_fd, 65536)
+        if not data:
+            _write_all(write_fd, line_filter.flush())
+            return
+        _write_all(write_fd, line_filter.feed(data))
+
+
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _filter_stderr():
+    """Replaces descriptor 2 by a pipe that a forked filter process reads (see module doc)."""
+    try:
+        os.fstat(2)
+    except OSError:  # started with stderr closed: nothing to filter
+        return
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        # The filter. It ends at end of file, when every writer has exited: signals that a
+        # terminal or `kill` send to the whole group are for the script, whose last words
+        # (a traceback, say) it must still forward.
+        code = 0
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                signal.signal(signum, signal.SIG_IGN)
+            os.close(write_fd)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.closerange(3, read_fd)
+            os.closerange(read_fd + 1, _max_fd())
+            _forward(read_fd, 2)
+        except BaseException:  # noqa: B036  nothing may escape into the script's code
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(read_fd)
+    original = os.dup(2)
+    os.set_inheritable(original, False)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    atexit.register(_restore, pid, original)
+
+
+def _restore(pid, original):
+    """At exit: gives descriptor 2 back, and waits for the filter to forward what is left."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os.dup2(original, 2)  # closes this process's end of the pipe
+    os.close(original)
+    deadline = time.monotonic() + _DRAIN_SECONDS
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        time.sleep(0.005)
+
+
+def _max_fd():
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        return 1024

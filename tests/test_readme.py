@@ -1,0 +1,118 @@
+"""The README's code blocks, run as written on what `./run_sample.sh` leaves behind.
+
+A block runs when the line above its opening fence is `<!-- tested -->`; every python block
+must be marked. The blocks run in README order, in one directory laid out as a checkout after
+`./run_sample.sh`: the scripts, `modeling/` and `sample_data/` linked from this checkout, and
+`out/sample/` (vocab.txt, bert_config.json, pretraining/export/ with bert_model.ckpt, its
+bert_config.json and vocab.txt) holding a tiny model with the pre-training heads built here, in
+place of run_sample.sh's (which takes minutes). Later blocks read what earlier ones wrote
+(features.jsonl, out/part-*.tfrecord, bert_base.keras), as for a reader who follows the README.
+
+Bash blocks run with `bash -euo pipefail` and BERT_BASE_DIR=out/sample/pretraining/export, as
+the README's first shell example exports it; python blocks run in this process, each in a
+fresh namespace.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from modeling import quiet
+
+README = ROOT / "README.md"
+MARKER = "<!-- tested -->"
+BERT_BASE_DIR = "out/sample/pretraining/export"
+
+
+def readme_blocks():
+    """(line of the opening fence, language, code, tested) for every fenced block."""
+    blocks, lines = [], README.read_text(encoding="utf-8").splitlines()
+    index = 0
+    while index < len(lines):
+        match = re.fullmatch(r"\s*```(\w+)", lines[index])
+        if not match:
+            index += 1
+            continue
+        start, indent = index, len(lines[index]) - len(lines[index].lstrip())
+        index += 1
+        while lines[index].strip() != "```":
+            index += 1
+        code = "\n".join(line[indent:] for line in lines[start + 1:index]) + "\n"
+        tested = start > 0 and lines[start - 1].strip() == MARKER
+        blocks.append((start + 1, match.group(1), code, tested))
+        index += 1
+    return blocks
+
+
+TESTED = [block for block in readme_blocks() if block[3]]
+
+
+def test_every_python_block_is_tested_and_the_shell_examples_too():
+    untested = [f"README.md:{line}" for line, language, _, tested in readme_blocks()
+                if language == "python" and not tested]
+    assert untested == [], f"python blocks without {MARKER}: {untested}"
+    scripts = {re.search(r"python (\w+\.py)", code).group(1) for _, language, code, _ in TESTED
+               if language == "bash"}
+    assert scripts >= {"extract_features.py", "create_pretraining_data.py",
+                       "run_pretraining.py", "convert_checkpoint.py"}
+
+
+def _write_tiny_sample(sample):
+    """A tiny model with the pre-training heads in run_sample.sh's layout under `sample`."""
+    from modeling import BertConfig, BertPretrainer
+    from modeling.checkpoints import name_based
+    from modeling.text import tokenization
+    basic = tokenization.BasicTokenizer(do_lower_case=True)
+    words = sorted({word for line in (ROOT / "sample_data/sample_text.txt").open(encoding="utf-8")
+                    for word in basic.tokenize(line)})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=37,
+                        max_position_embeddings=128, type_vocab_size=2)
+    export = sample / "pretraining/export"
+    export.mkdir(parents=True)
+    for folder in (sample, export):
+        (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab))
+        (folder / "bert_config.json").write_text(config.to_json_string())
+    name_based.save_original(BertPretrainer(config), str(export / "bert_model.ckpt"),
+                             global_step=300)
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    root = tmp_path_factory.mktemp("checkout")
+    for path in ROOT.glob("*.py"):
+        (root / path.name).symlink_to(path)
+    for name in ("modeling", "sample_data"):
+        (root / name).symlink_to(ROOT / name)
+    _write_tiny_sample(root / "out/sample")
+    return root
+
+
+@pytest.mark.parametrize("line, language, code", [block[:3] for block in TESTED],
+                         ids=[f"README.md:{block[0]}-{block[1]}" for block in TESTED])
+def test_readme_block_runs_as_written(checkout, line, language, code, monkeypatch):
+    if language == "python":
+        monkeypatch.chdir(checkout)
+        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__main__"})
+        return
+    assert language == "bash", language
+    env = dict(os.environ, BERT_BASE_DIR=BERT_BASE_DIR,
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user's shell has it
+    process = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=checkout, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert process.returncode == 0, f"README.md:{line} failed:\n{process.stderr[-3000:]}"
+    noise = [text for text in process.stderr.splitlines() if quiet.is_noise(text)]
+    assert noise == [], noise
+
+
+def test_the_examples_read_what_run_sample_sh_writes():
+    script = (ROOT / "run_sample.sh").read_text()
+    export = re.search(r'CKPT="\$OUT/(.*)/bert_model.ckpt"', script).group(1)
+    assert f"out/sample/{export}" == BERT_BASE_DIR
+    assert re.search(rf'cp "\$OUT/vocab.txt" "\$OUT/{export}/', script)
+    assert 'OUT=${OUT:-out/sample}' in script
