@@ -27,6 +27,8 @@ flags.DEFINE_string("init_checkpoint", None, "Original (TF1 name-based) BERT che
 flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_float("progress_seconds", 30.0, "Log progress (examples, examples/s, elapsed, ETA) "
+                   "this often when the work takes longer.")
 for _name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
     flags.mark_flag_as_required(_name)
 
@@ -35,7 +37,7 @@ def main(_):
     extract_features.run(
         FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
         FLAGS.vocab_file, FLAGS.layers, FLAGS.do_lower_case, FLAGS.max_seq_length,
-        FLAGS.batch_size)
+        FLAGS.batch_size, FLAGS.progress_seconds)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
                       "never came from a checkpoint or from training (a random model's results).")
     flags.DEFINE_float("progress_seconds", 30.0, "Log training progress (step, loss, learning "
                        "rate, examples/s, elapsed, ETA) this often, whatever "
-                       "--iterations_per_loop.")
+                       "--iterations_per_loop; and that of evaluation and prediction "
+                       "(examples, examples/s, ETA) when they take longer.")
     flags.mark_flag_as_required("output_dir")
 
 

@@ -93,7 +93,7 @@ def trained(tmp_path_factory):
     data, config = write_mrpc(root / "data"), write_config(root / "config.json")
     process = run_script("run_classifier.py", *classifier_flags(
         data, config, root / "out", "--do_train", "--do_eval", "--do_predict",
-        f"--export_dir={root / 'serving'}"))
+        f"--export_dir={root / 'serving'}", "--progress_seconds=1e-9"))
     return root, process
 
 
@@ -116,6 +116,17 @@ def test_train_eval_predict_write_the_original_outputs(trained):
     assert probabilities.shape == (len(TEST_ROWS), 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-6)
     assert re.search(rf"step {steps}/{steps}: loss", process.stderr)
+
+
+def test_eval_and_predict_report_their_progress(trained):
+    _, process = trained  # --progress_seconds=1e-9: a line per batch of 4
+    for what, count in (("eval", len(PAIRS)), ("predict", len(TEST_ROWS))):
+        lines = re.findall(rf"\] {what}: (\d+)/{count} examples, (.*)", process.stderr)
+        assert [int(done) for done, _ in lines] == list(range(4, count, 4)) + [count], what
+        assert "ETA at the next report" in lines[0][1]  # the first batch compiles
+        assert all(re.search(r"examples/s, elapsed \d+:\d\d, ETA \d+:\d\d$", timing)
+                   for _, timing in lines[1:]), lines
+        assert re.search(rf"\] {what}: {count} examples in \d+:\d\d", process.stderr)
 
 
 def test_the_original_format_checkpoint_loads_strictly(trained):

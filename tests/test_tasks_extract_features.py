@@ -1,6 +1,7 @@
 """modeling/tasks/extract_features.py: the encoder's layers as features, as the original's
 extract_features.py writes them (the script end to end, and its pieces)."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -20,11 +21,14 @@ def test_script_writes_the_original_schema_and_the_models_numbers(refs, tmp_path
                           "Überraschung! Ça va?\n"
                           + "a very long line " * 10 + "\n")
     output_file = tmp_path / "out.jsonl"
-    run_script("extract_features.py", f"--input_file={input_file}",
+    process = run_script("extract_features.py", f"--input_file={input_file}",
                f"--output_file={output_file}", f"--vocab_file={vocab}",
                f"--bert_config_file={model_dir / 'bert_config.json'}",
                f"--init_checkpoint={model_dir / 'bert_model.ckpt'}",
-               "--layers=-1,-2", "--max_seq_length=16", "--batch_size=2")
+               "--layers=-1,-2", "--max_seq_length=16", "--batch_size=2",
+               "--progress_seconds=1e-9")
+    assert re.findall(r"\] extract_features: (\d+)/3 examples", process.stderr) == ["1", "2", "3"]
+    assert re.search(r"\] extract_features: 3 examples in \d+:\d\d", process.stderr)
     records = [json.loads(line) for line in output_file.read_text().splitlines()]
     assert [r["linex_index"] for r in records] == [0, 1, 2]
     assert list(records[0]) == ["linex_index", "features"]

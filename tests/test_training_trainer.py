@@ -106,3 +106,14 @@ def test_only_damaged_checkpoints_is_one_error_naming_them(tiny_config, tmp_path
         data.write_bytes(b"")
     with pytest.raises(ValueError, match="ckpt-2"):
         _pretrainer(tiny_config).restore_latest(str(tmp_path))
+
+
+def test_pretraining_eval_reports_its_batches(tiny_config, caplog):
+    pretrainer = _pretrainer(tiny_config, progress_seconds=1e-9)
+    dataset = tf.data.Dataset.from_tensors(_batch(tiny_config)).repeat(5)
+    with caplog.at_level("INFO", logger="absl"):
+        pretrainer.evaluate(dataset, max_eval_steps=3)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval: ")]
+    assert [line.split(",")[0] for line in lines[:3]] == [
+        "eval: 1/3 batches", "eval: 2/3 batches", "eval: 3/3 batches"]
+    assert re.fullmatch(r"eval: 3 batches in \d+:\d\d, [0-9.]+ batches/s", lines[3])

@@ -57,7 +57,7 @@ def classifier_dataset(path, batch_size, max_seq_length, regression, is_training
                                          is_training, drop_remainder, seed, skip_batches, padding)
 
 
-def evaluate(trainer, dataset, batch_size, task_name):
+def evaluate(trainer, dataset, batch_size, task_name, total=None):
     """The original's eval results, plus the task's GLUE metric, over the real examples.
 
     Returns:
@@ -67,7 +67,7 @@ def evaluate(trainer, dataset, batch_size, task_name):
     """
     score = "predictions" if trainer.regression else "logits"
     outputs = trainer.predict(dataset, ["per_example_loss", "label_ids", "is_real_example",
-                                        score])
+                                        score], what="eval", total=total)
     real = outputs["is_real_example"].astype(bool)
     if not real.any():
         raise ValueError("the evaluation set has no examples")
@@ -86,11 +86,11 @@ def evaluate(trainer, dataset, batch_size, task_name):
     return results
 
 
-def predict(trainer, dataset):
+def predict(trainer, dataset, total=None):
     """Per real example, in input order: the class probabilities [N, num_labels], or the
     regression predictions [N, 1]."""
     name = "predictions" if trainer.regression else "probabilities"
-    outputs = trainer.predict(dataset, [name, "is_real_example"])
+    outputs = trainer.predict(dataset, [name, "is_real_example"], total=total)
     values = outputs[name][outputs["is_real_example"].astype(bool)]
     if not len(values):  # an empty test set: no rows, but the right number of columns
         return np.zeros([0, 1 if trainer.regression else trainer.num_labels])
@@ -138,14 +138,14 @@ class ClassifierTask(fine_tuning.Task):
 
     def _records(self, context, examples, name, batch_size):
         """Writes the examples' records, padded with fake examples to whole batches on TPUs
-        (which need fixed shapes), as the original; returns the path."""
+        (which need fixed shapes), as the original; returns the path and the records' count."""
         if context.on_tpu:
             examples = examples + [classifier_data.PaddingInputExample()] * (
                 -len(examples) % batch_size)
         path = context.record_path(name)
         classifier_data.write_features(examples, self.labels, context.options.max_seq_length,
                                        context.tokenizer, path)
-        return path
+        return path, len(examples)
 
     def _dataset(self, context, path, batch_size):
         return classifier_dataset(path, batch_size, context.options.max_seq_length,
@@ -170,9 +170,9 @@ class ClassifierTask(fine_tuning.Task):
         batch_size = context.options.eval_batch_size
         results = {}
         for suffix, examples in self.dev.items():
-            path = self._records(context, examples, f"eval{suffix}", batch_size)
+            path, count = self._records(context, examples, f"eval{suffix}", batch_size)
             split_results = evaluate(context.trainer, self._dataset(context, path, batch_size),
-                                     batch_size, self.task_name)
+                                     batch_size, self.task_name, count)
             logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
                          split_results)
             results.update({key if key == "global_step" else key + suffix: value
@@ -182,8 +182,8 @@ class ClassifierTask(fine_tuning.Task):
     def predict(self, context):
         batch_size = context.options.predict_batch_size
         for suffix, examples in self.test.items():
-            path = self._records(context, examples, f"predict{suffix}", batch_size)
-            values = predict(context.trainer, self._dataset(context, path, batch_size))
+            path, count = self._records(context, examples, f"predict{suffix}", batch_size)
+            values = predict(context.trainer, self._dataset(context, path, batch_size), count)
             if len(values) != len(examples):
                 raise RuntimeError(f"{len(values)} predictions for {len(examples)} examples")
             if context.chief:

@@ -2,11 +2,9 @@
 `extract_features.py` computes and writes them."""
 import collections
 import json
-import time
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from modeling import files
 from modeling.checkpoints import name_based
@@ -14,6 +12,7 @@ from modeling.data import text
 from modeling.encoder.bert_model import BertModel
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
+from modeling.training.progress import PassProgress
 from modeling.training.options import (check_max_seq_length, check_vocabulary,
                                        require_positive)
 
@@ -113,12 +112,14 @@ def parse_layers(text):
 
 
 def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
-        layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128, batch_size=32):
+        layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128, batch_size=32,
+        progress_seconds=30.0):
     """The original `extract_features.py`: one JSON line per input line to `output_file`,
     written atomically, with the hidden states of `layers` for every token."""
     layer_indexes = parse_layers(layers)
     files.check_outputs([output_file], [input_file, vocab_file, bert_config_file])
     require_positive("batch_size", batch_size)
+    require_positive("progress_seconds", progress_seconds)
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
@@ -128,11 +129,9 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     model = BertModel(config)
     # The pooler is not among the features; Hugging Face's masked-LM models have none.
     name_based.load_original(model, init_checkpoint, optional=model.OPTIONAL_VARIABLES)
-    start = time.time()
+    progress = PassProgress("extract_features", len(features), "examples", progress_seconds)
     with files.atomic_write(output_file) as writer:
-        for done, (feature, outputs) in enumerate(layer_outputs(
-                model, features, layer_indexes, batch_size), start=1):
+        for feature, outputs in layer_outputs(model, features, layer_indexes, batch_size):
             writer.write(to_json_line(feature, outputs))
-            if done % 1000 == 0 or done == len(features):
-                logging.info("%d/%d examples, %.1f/s", done, len(features),
-                             done / (time.time() - start))
+            progress.add(1)
+    progress.finish()

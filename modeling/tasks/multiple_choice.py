@@ -50,10 +50,10 @@ def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=F
                                          drop_remainder, seed, skip_batches, padding)
 
 
-def evaluate(trainer, dataset):
+def evaluate(trainer, dataset, what="eval", total=None):
     """Accuracy and mean loss over the real examples, and their probabilities [N, 4]."""
     outputs = trainer.predict(dataset, ["probabilities", "per_example_loss", "label_ids",
-                                        "is_real_example"])
+                                        "is_real_example"], what=what, total=total)
     real = outputs["is_real_example"].astype(bool)
     probabilities = outputs["probabilities"][real]
     accuracy = float(np.mean(np.argmax(probabilities, -1) == outputs["label_ids"][real])) \
@@ -87,14 +87,15 @@ class MultipleChoiceTask(fine_tuning.Task):
                                      num_warmup_steps, **options.trainer_options())
 
     def _records(self, context, examples, name, batch_size):
-        """Writes the examples' records, padded to whole batches on TPUs, as the classifier."""
+        """Writes the examples' records, padded to whole batches on TPUs, as the classifier;
+        returns the path and the records' count."""
         if context.on_tpu:
             examples = examples + [multiple_choice_data.PaddingInputExample()] * (
                 -len(examples) % batch_size)
         path = context.record_path(name)
         multiple_choice_data.write_features(examples, context.options.max_seq_length,
                                             context.tokenizer, path)
-        return path
+        return path, len(examples)
 
     def write_train_records(self, context, path):
         multiple_choice_data.write_features(self.train, context.options.max_seq_length,
@@ -109,10 +110,10 @@ class MultipleChoiceTask(fine_tuning.Task):
                             padding=context.padding)
 
     def _evaluate(self, context, examples, name, batch_size):
-        path = self._records(context, examples, name, batch_size)
+        path, count = self._records(context, examples, name, batch_size)
         return evaluate(context.trainer, swag_dataset(
             path, batch_size, context.options.max_seq_length, False,
-            drop_remainder=context.on_tpu, padding=context.padding))
+            drop_remainder=context.on_tpu, padding=context.padding), name, count)
 
     def evaluate(self, context):
         results, _ = self._evaluate(context, self.dev, "eval", context.options.eval_batch_size)

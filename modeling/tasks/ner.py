@@ -54,10 +54,11 @@ def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_
                                          padding=padding)
 
 
-def predict_windows(trainer, dataset, max_seq_length):
+def predict_windows(trainer, dataset, max_seq_length, what="predict", total=None):
     """(predicted label ids [windows, T], Σ weighted loss, Σ weights) in input order."""
     names = ["predictions", "per_token_loss", "label_weights"]
-    outputs = trainer.predict(dataset, names, {name: max_seq_length for name in names})
+    outputs = trainer.predict(dataset, names, {name: max_seq_length for name in names},
+                              what=what, total=total)
     return (outputs["predictions"], float(outputs["per_token_loss"].sum()),
             float(outputs["label_weights"].sum()))
 
@@ -117,7 +118,7 @@ class NerTask(fine_tuning.Task):
         max_seq_length = context.options.max_seq_length
         predicted, loss, weight = predict_windows(context.trainer, ner_dataset(
             path, batch_size, max_seq_length, is_training=False, padding=context.padding),
-            max_seq_length)
+            max_seq_length, name, len(features))
         tags = ner_data.assemble_predictions(sentences, features, predicted, self.labels)
         return tags, loss / max(weight, 1.0)
 

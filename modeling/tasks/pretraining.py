@@ -15,6 +15,7 @@ from modeling.encoder.config import BertConfig
 from modeling.models.pretraining import BertPretrainer
 from modeling.training import distribution, fine_tuning, input_pipeline
 from modeling.training.options import TrainingOptions, check_max_seq_length, refuse_untrained
+from modeling.training.progress import PassProgress
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
 
@@ -78,12 +79,15 @@ class Pretrainer(Trainer):
     def evaluate(self, dataset, max_eval_steps):
         """The original's eval metrics over at most `max_eval_steps` batches, in order."""
         totals, batches = {}, 0
+        progress = PassProgress("eval", max_eval_steps, "batches", self.progress_seconds)
         for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
             if batches >= max_eval_steps:
                 break
             for key, value in self._eval_step(batch).items():
                 totals[key] = totals.get(key, 0.0) + float(value)
             batches += 1
+            progress.add(1)
+        progress.finish()
         if not batches:
             raise ValueError("the evaluation input has no complete batch")
         return {

@@ -47,14 +47,14 @@ def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, ski
                                          padding=padding)
 
 
-def predict_logits(trainer, dataset, max_seq_length):
+def predict_logits(trainer, dataset, max_seq_length, total=None):
     """(unique_ids [N] int64, start_logits [N, T], end_logits [N, T]) in input order. With
     dynamic padding, the positions beyond a batch's length are -inf: never an answer's start
     or end, nor one of the n best that `squad_answers` ranks (the original ranks the padding's
     logits too)."""
     outputs = trainer.predict(dataset, ["unique_ids", "start_logits", "end_logits"],
                               {"start_logits": max_seq_length, "end_logits": max_seq_length},
-                              pad_value=-np.inf)
+                              pad_value=-np.inf, total=total)
     return outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"]
 
 
@@ -144,7 +144,7 @@ class SquadTask(fine_tuning.Task):
                      len(features), options.predict_batch_size)
         unique_ids, starts, ends = predict_logits(context.trainer, squad_dataset(
             path, options.predict_batch_size, options.max_seq_length, is_training=False,
-            padding=context.padding), options.max_seq_length)
+            padding=context.padding), options.max_seq_length, len(features))
         results = [squad_answers.RawResult(int(unique_id), start.tolist(), end.tolist())
                    for unique_id, start, end in zip(unique_ids, starts, ends)]
         directory = context.results_dir

@@ -18,6 +18,7 @@ from absl import logging
 from modeling.checkpoints import name_based
 from modeling.training import distribution
 from modeling.training import optimization
+from modeling.training.progress import PassProgress, TrainingProgress
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -215,7 +216,7 @@ class Trainer:
             else tf.summary.create_noop_writer()
         logging.info("Training steps %d to %d; summaries in %s (view them with: tensorboard "
                      "--logdir %s)", step + 1, num_train_steps, summaries, output_dir)
-        progress = _Progress(step, num_train_steps, self.progress_seconds)
+        progress = TrainingProgress(step, num_train_steps, self.progress_seconds)
         while step < num_train_steps:
             next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
             # The loops end where the original's do (iterations_per_loop, checkpoints); within
@@ -292,7 +293,7 @@ class Trainer:
         return {name: self.strategy.gather(value, axis=0)
                 for name, value in per_replica.items()}
 
-    def predict(self, dataset, names, lengths=None, pad_value=0):
+    def predict(self, dataset, names, lengths=None, pad_value=0, what="predict", total=None):
         """Runs the model over `dataset` (global batches) and returns, for each name of a model
         output or an input feature, one numpy array over all examples, in input order.
 
@@ -306,12 +307,17 @@ class Trainer:
         Args:
           lengths: dict, name -> the length of that array's axis 1 (at least every batch's).
           pad_value: what the arrays named in `lengths` are padded with.
+          what, total: the pass's name and its number of examples (records), for the
+            progress lines of a pass longer than `progress_seconds`.
         """
         names = tuple(dict.fromkeys(("example_index",) + tuple(names)))
         parts = {name: [] for name in names}
+        progress = PassProgress(what, total, "examples", self.progress_seconds)
         for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
             for name, value in self._predict_step(batch, names).items():
                 parts[name].append(value.numpy())
+            progress.add(len(parts["example_index"][-1]))
+        progress.finish()
         if not parts["example_index"]:
             return {name: np.zeros([0]) for name in names}
         lengths = lengths or {}
@@ -331,42 +337,6 @@ class Trainer:
             slots[f"{name}/adam_v"] = v
         name_based.save_original(self.model, path, global_step=self.global_step,
                                  extra_tensors=slots)
-
-
-class _Progress:
-    """When to report training progress (every `seconds`, the first step at once, so that a
-    run shows life as soon as its step is compiled) and the elapsed time and ETA to print."""
-
-    def __init__(self, step, total, seconds):
-        self.step, self.total, self.seconds = step, total, seconds
-        self.start = time.time()
-        self.seconds_per_step = None
-        self.paced = False
-
-    def steps_until_report(self):
-        if self.seconds_per_step is None:
-            return 1
-        return max(1, int(self.seconds / max(self.seconds_per_step, 1e-9)))
-
-    def done(self, steps, elapsed):
-        first = self.seconds_per_step is None
-        self.paced = not first  # the first report's pace includes compiling: no ETA from it
-        self.step += steps
-        # The first step includes tracing and compiling: it says nothing about the pace.
-        self.seconds_per_step = elapsed / steps if first or steps > 1 else (
-            0.5 * self.seconds_per_step + 0.5 * elapsed / steps)
-
-    def timing(self):
-        elapsed = f"elapsed {_clock(time.time() - self.start)}"
-        if not self.paced:
-            return elapsed + ", ETA at the next report"
-        return f"{elapsed}, ETA {_clock((self.total - self.step) * self.seconds_per_step)}"
-
-
-def _clock(seconds):
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
 def concatenate_padded(arrays, length=None, pad_value=0):

@@ -1,0 +1,53 @@
+"""Progress lines of passes over examples (eval, predict, extract_features) and their clock."""
+import re
+
+from modeling.training import progress
+
+
+def _messages(caplog):
+    return [record.getMessage() for record in caplog.records]
+
+
+def test_a_pass_reports_count_rate_and_eta_then_a_closing_line(caplog, monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "time", lambda: now[0])
+    meter = progress.PassProgress("eval", 1000, "examples", seconds=10)
+    with caplog.at_level("INFO", logger="absl"):
+        now[0] += 20  # the first batch: tracing and compiling
+        meter.add(100)
+        now[0] += 10  # 100 examples in 10 s from here on
+        meter.add(100)
+        now[0] += 10
+        meter.add(100)
+        meter.finish()
+    lines = _messages(caplog)
+    assert lines[0] == "eval: 100/1000 examples, elapsed 0:20, ETA at the next report"
+    assert lines[1] == "eval: 200/1000 examples, 10.0 examples/s, elapsed 0:30, ETA 1:20"
+    assert lines[2] == "eval: 300/1000 examples, 10.0 examples/s, elapsed 0:40, ETA 1:10"
+    assert lines[3] == "eval: 300 examples in 0:40, 7.5 examples/s"
+
+
+def test_a_pass_shorter_than_the_cadence_is_silent(caplog):
+    meter = progress.PassProgress("predict", 10, "examples", seconds=3600)
+    with caplog.at_level("INFO", logger="absl"):
+        for _ in range(10):
+            meter.add(1)
+        meter.finish()
+    assert not _messages(caplog)
+
+
+def test_an_unknown_total_gives_no_eta(caplog, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "time", lambda: now[0])
+    meter = progress.PassProgress("eval", None, "batches", seconds=1)
+    with caplog.at_level("INFO", logger="absl"):
+        for _ in range(3):
+            now[0] += 2
+            meter.add(1)
+    assert _messages(caplog)[-1] == "eval: 3 batches, 0.5 batches/s, elapsed 0:06"
+
+
+def test_clock():
+    assert [progress.clock(s) for s in (0, 59.6, 61, 3600, 3725)] == [
+        "0:00", "1:00", "1:01", "1:00:00", "1:02:05"]
+    assert re.fullmatch(r"\d+:\d\d", progress.clock(599))
