@@ -14,6 +14,25 @@ HF_GOLDEN = ROOT / "tests" / "golden" / "hf_bert"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
+# The files that run scripts end to end, slowest first (about 6 to 1 minutes each on 2 cores).
+# Under `-n 2 --dist loadfile` they are handed out first, so that the two workers finish
+# together; xdist's own order (most tests first) left one worker running a long file alone.
+SLOWEST_FILES = ("test_run_classifier.py", "test_run_pretraining.py", "test_export.py",
+                 "test_run_squad.py", "test_reliability.py", "test_run_ner.py",
+                 "test_training_fine_tuning.py", "test_readme.py", "test_convert_checkpoint.py",
+                 "test_run_multiple_choice.py")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist present
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
 def _require(path):
     if not path.exists():
         pytest.skip(f"{path} is absent: the reference data lives in ../shared beside the project")

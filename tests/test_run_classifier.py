@@ -182,15 +182,13 @@ def test_export_from_the_fine_tuned_checkpoint_alone(trained, tmp_path):
     assert len([p for p in (tmp_path / "serving").iterdir() if p.name.isdigit()]) == 1
 
 
-def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(tmp_path):
-    require_shared()
-    data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json")
-    run_script("run_classifier.py", *classifier_flags(data, config, tmp_path / "pre",
-                                                      "--do_train", "--num_train_epochs=0.2"))
-    bare = tmp_path / "bare/bert_model.ckpt"
+def test_export_of_a_checkpoint_without_a_classifier_head_is_refused(trained, tmp_path):
+    root, _ = trained
+    data, config = root / "data", root / "config.json"
+    bare = tmp_path / "bare/bert_model.ckpt"  # the fine-tuned encoder without its head
     from modeling import BertModel
     model = BertModel(BertConfig.from_json_file(config))
-    name_based.load_original(model, tmp_path / "pre/export/bert_model.ckpt")
+    name_based.load_original(model, root / "out/export/bert_model.ckpt")
     name_based.save_original(model, str(bare))
     process = run_script("run_classifier.py", *classifier_flags(
         data, config, tmp_path / "out", f"--init_checkpoint={bare}",
