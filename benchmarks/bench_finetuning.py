@@ -2,6 +2,7 @@
 
   python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, three configs
   python benchmarks/bench_finetuning.py --with_peer         # and Hugging Face, interleaved
+  python benchmarks/bench_finetuning.py --with_peer --reference_seeds=1  # the README's tables
   python benchmarks/bench_finetuning.py --tasks=conll --max_train_sentences=2000 --with_peer
   python benchmarks/bench_finetuning.py --seeds=1 --max_train_examples=256 --epochs=1  # smoke
 
@@ -42,6 +43,9 @@ CONFIGS = {  # name -> flags of ours
     "fixed_float32": ["--dynamic_padding=false", "--precision=float32"],
     "dynamic_float32": ["--dynamic_padding=true", "--precision=float32"],
     "dynamic_bfloat16": ["--dynamic_padding=true", "--precision=mixed_bfloat16"],
+    # Batches of one length: a random batch of 32 MRPC pairs is as long as its longest.
+    "buckets_float32": ["--dynamic_padding=true", "--bucket_by_length=true",
+                        "--precision=float32"],
 }
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
@@ -78,14 +82,25 @@ def parse_args():
                              "lines dropped, as the peer counts them); 0: all 14041.")
     parser.add_argument("--with_peer", action="store_true",
                         help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
+    parser.add_argument("--reference_seeds", default=None,
+                        help="Comma-separated seeds on which fixed_float32 and the peer run "
+                             "(default: every seed). Their speed is what the others are "
+                             "compared with; fixed padding trains on the same batches as "
+                             "dynamic padding, only its dropout masks are drawn at another "
+                             "shape. One seed of each saves most of a benchmark's time.")
     parser.add_argument("--data_dir", default=str(DATA), help="../shared/data.")
     parser.add_argument("--work_dir", default=None,
                         help="Keep every run's output here (default: a temporary directory, "
                              "removed at the end).")
     parser.add_argument("--json", default=None, help="Also write every run's figures here.")
+    parser.add_argument("--from_results", default=None,
+                        help="Comma-separated --json files, or the JSON lines a run prints on "
+                             "stderr: print their tables together and run nothing.")
     args = parser.parse_args()
     args.tasks = args.tasks.split(",")
     args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    args.reference_seeds = (args.seeds if args.reference_seeds is None
+                            else [int(seed) for seed in args.reference_seeds.split(",")])
     args.configs = args.configs.split(",")
     for name, known in (("tasks", TASKS), ("configs", CONFIGS)):
         unknown = [value for value in getattr(args, name) if value not in known]
@@ -262,9 +277,9 @@ def table(task, runs, configs):
     """The markdown table of one task's runs (list of dicts)."""
     unit = "pairs" if task == "mrpc" else "sequences"
     accuracy_name = "accuracy" if task == "mrpc" else "token accuracy"
-    lines = [f"| config | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
+    lines = [f"| config | seeds | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
              f"vs peer | wall s (median) | peak RSS MB (max) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     by_config = {c: [r for r in runs if r["config"] == c] for c in configs + ["peer"]}
     peer = by_config["peer"]
     peer_speed = statistics.median(r["train_examples_per_second"] for r in peer) if peer else None
@@ -274,15 +289,45 @@ def table(task, runs, configs):
         speed = statistics.median(r["train_examples_per_second"] for r in rows)
         ratio = f"{speed / peer_speed:.2f}x" if peer_speed else "n/a"
         lines.append(
-            f"| {config} | {mean_std([r['accuracy'] for r in rows])} | "
+            f"| {config} | {len(rows)} | {mean_std([r['accuracy'] for r in rows])} | "
             f"{mean_std([r['f1'] for r in rows])} | {speed:.2f} | {ratio} | "
             f"{statistics.median(r['wall_seconds'] for r in rows):.0f} | "
             f"{max(r['peak_rss_mb'] for r in rows):.0f} |")
     return "\n".join(lines)
 
 
+def read_runs(paths):
+    """The runs in --json files or in stderr's JSON lines, and the peaks the files record."""
+    runs, peaks = [], []
+    for path in paths:
+        text = pathlib.Path(path).read_text()
+        try:
+            saved = json.loads(text)
+        except json.JSONDecodeError:
+            saved = None
+        if isinstance(saved, dict) and "runs" in saved:  # a --json file
+            runs.extend(saved["runs"])
+            peaks.extend(saved["peak_gflops"])
+        else:  # a run's stderr: one JSON line per run
+            runs.extend(json.loads(line) for line in text.splitlines() if line.startswith("{"))
+    return runs, peaks
+
+
+def print_tables(runs, configs):
+    for task in dict.fromkeys(r["task"] for r in runs):
+        print(f"\n{task} (lr {TASKS[task][2]:g}):\n")
+        print(table(task, [r for r in runs if r["task"] == task], configs))
+
+
 def main():
     args = parse_args()
+    if args.from_results:
+        runs, peaks = read_runs(args.from_results.split(","))
+        if peaks:
+            print(f"Measured float32 matmul peaks of those runs: "
+                  f"{', '.join(f'{p:.0f}' for p in peaks)} GFLOP/s")
+        print_tables(runs, [c for c in CONFIGS if any(r["config"] == c for r in runs)])
+        return
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_"))
     work.mkdir(parents=True, exist_ok=True)
     if args.with_peer and not PEER_PYTHON.exists():
@@ -299,21 +344,22 @@ def main():
     for task in args.tasks:
         for seed in args.seeds:  # seed-major: every configuration sees the same drift
             for config in args.configs:
+                if config == "fixed_float32" and seed not in args.reference_seeds:
+                    continue
                 runs.append(run_ours(task, config, seed, args, model, data[task], work))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
-            if args.with_peer:
+            if args.with_peer and seed in args.reference_seeds:
                 runs.append(run_peer(task, seed, args, work))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     peak_after = matmul_peak()
-    print(f"\nRun of {started}; seeds {args.seeds}; epochs {args.epochs}; "
+    print(f"\nRun of {started}; seeds {args.seeds} (fixed_float32 and the peer: "
+          f"{args.reference_seeds}); epochs {args.epochs}; "
           f"max_train_examples {args.max_train_examples or 'all'} (MRPC), "
           f"max_train_sentences {args.max_train_sentences or 'all'} (CoNLL); "
           f"batch {BATCH}, max_seq_length {SEQ}, warm-up {WARMUP:.0%}.")
     print(f"Measured float32 matmul peak (2048^3 tf.matmul, median of 5): "
           f"{peak_before:.0f} GFLOP/s before the runs, {peak_after:.0f} after.")
-    for task in args.tasks:
-        print(f"\n{task} (lr {TASKS[task][2]:g}):\n")
-        print(table(task, [r for r in runs if r["task"] == task], args.configs))
+    print_tables(runs, args.configs)
     if args.json:  # written, then renamed: never half a file
         temporary = f"{args.json}.tmp{os.getpid()}"
         pathlib.Path(temporary).write_text(json.dumps(

@@ -1,6 +1,7 @@
 """run_ner.py end to end on invented CoNLL-format files (IOB1, as the original CoNLL-2003
 release), and its SavedModel tagging words in a process with only TensorFlow."""
 import json
+import re
 
 import pytest
 
@@ -77,6 +78,8 @@ def test_outputs_keep_every_word_with_a_predicted_tag(trained):
         assert key in results, key
     assert 0 <= float(results["eval_f1"]) <= 100
     assert "Tags (iob1 in the files, IOB2 inside)" in process.stderr
+    assert re.search(r"step \d+/\d+: loss .*, examples_per_second [0-9.]+, elapsed",
+                     process.stderr)  # windows/s, as every task's progress shows
     for name in ("eval_predictions.txt", "test_predictions.txt"):
         written = _columns(root / "out" / name)
         assert [[row[0] for row in s] for s in written] == [[w for w, _ in s]

@@ -161,6 +161,8 @@ class Trainer:
             self.loss_scale.update(finite)
         else:
             self.optimizer.apply_gradients(zip(clipped, self.trained_variables))
+        # Every task's progress shows examples/s: the rows of this replica's batch.
+        metrics.setdefault("examples", tf.cast(tf.shape(batch["input_ids"])[0], tf.float32))
         return metrics
 
     def _accumulate(self, batch, counts, scale):
@@ -180,7 +182,7 @@ class Trainer:
 
     @tf.function
     def _train_loop(self, iterator, steps):
-        totals = {key: 0.0 for key in self.METRICS}
+        totals = {key: 0.0 for key in dict.fromkeys(self.METRICS + ("examples",))}
         for _ in tf.range(steps):
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
             totals = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
@@ -230,8 +232,7 @@ class Trainer:
             step = self.global_step
             scalars = dict(self.loop_scalars(totals, steps),
                            learning_rate=self.optimizer.learning_rate_at(step - 1))
-            if "examples" in totals:
-                scalars["examples_per_second"] = totals["examples"] / elapsed
+            scalars["examples_per_second"] = totals["examples"] / elapsed
             progress.done(steps, elapsed)
             logging.info("step %d/%d: %s, %s", step, num_train_steps,
                          ", ".join(f"{k} {v:.5g}" for k, v in scalars.items()),
