@@ -39,7 +39,7 @@ class _Predicted:
     def __init__(self, regression=False, **outputs):
         self.regression, self.outputs, self.global_step = regression, outputs, 7
 
-    def predict(self, dataset, names):
+    def predict(self, dataset, names, **progress):
         return {name: np.asarray(self.outputs[name]) for name in names}
 
 

@@ -42,7 +42,7 @@ def test_evaluation_counts_only_real_examples():
     class Predicted:
         global_step = 4
 
-        def predict(self, dataset, names):
+        def predict(self, dataset, names, **progress):
             return {"probabilities": np.array([[0.1, 0.7, 0.1, 0.1], [0.4, 0.3, 0.2, 0.1],
                                                [0.25] * 4]),
                     "per_example_loss": np.array([0.5, 1.5, 9.0]),

@@ -45,7 +45,7 @@ def test_the_loss_is_divided_by_the_labelled_tokens_of_the_global_batch(tiny_con
 
 def test_predicted_windows_and_the_weighted_loss():
     class Predicted:
-        def predict(self, dataset, names, lengths):
+        def predict(self, dataset, names, lengths, **progress):
             # Every per-position array comes back at max_seq_length (dynamic padding).
             assert lengths == {name: 2 for name in names}
             return {"predictions": np.array([[0, 2], [1, 1]]),

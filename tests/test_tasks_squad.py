@@ -67,7 +67,7 @@ def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config, tiny_in
 
 def test_raw_results_are_the_unique_ids_and_both_logits():
     class Predicted:
-        def predict(self, dataset, names, lengths, pad_value):
+        def predict(self, dataset, names, lengths, pad_value, **progress):
             # The logits come back at max_seq_length, -inf where dynamic padding cut them.
             assert lengths == {"start_logits": 3, "end_logits": 3} and pad_value == -np.inf
             return {"unique_ids": np.array([1000000001, 1000000000]),
