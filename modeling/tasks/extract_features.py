@@ -12,9 +12,9 @@ from modeling.data import text
 from modeling.encoder.bert_model import BertModel
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
-from modeling.training.progress import PassProgress
 from modeling.training.options import (check_max_seq_length, check_vocabulary,
                                        require_positive)
+from modeling.training.progress import PassProgress
 
 
 def layer_outputs(model, features, layer_indexes, batch_size):
