@@ -1,4 +1,7 @@
 """modeling/tasks/multiple_choice.py: SWAG's input pipeline, loss and evaluation."""
+import csv
+import types
+
 import numpy as np
 import tensorflow as tf
 
@@ -50,3 +53,24 @@ def test_evaluation_counts_only_real_examples():
     results, probabilities = multiple_choice.evaluate(Predicted(), None)
     assert results == {"eval_accuracy": 0.5, "eval_loss": 1.0, "global_step": 4}
     assert probabilities.shape == (2, 4)
+
+
+def test_training_examples_are_shuffled_once_the_same_way_every_run(tmp_path):
+    """SWAG's train.csv is stored by video clip: the 100-record shuffle buffer alone would
+    train on it in that order."""
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["", "video-id", "fold-ind", "startphrase", "sent1", "sent2",
+                         "gold-source", "ending0", "ending1", "ending2", "ending3", "label"])
+        for i in range(200):
+            writer.writerow([i, f"clip{i // 10}", "0", "a b", "a", "b", "gold", "c", "d", "e",
+                             "f", i % 4])
+    options = types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False)
+    orders = []
+    for _ in range(2):
+        task = multiple_choice.MultipleChoiceTask(str(tmp_path))
+        task.read(options, tokenizer=None)
+        orders.append([int(example.example_id) for example in task.train])
+    assert sorted(orders[0]) == list(range(200))
+    assert orders[0] == orders[1]
+    assert np.mean(np.abs(np.diff(orders[0]))) > 40  # neighbours in file order differ by 1

@@ -1,9 +1,13 @@
 """modeling/tasks/ner.py: the token classifier's input pipeline, loss and predictions."""
+import collections
+import types
+
 import numpy as np
 import tensorflow as tf
 
 from modeling.data import ner as ner_data
 from modeling.tasks import ner
+from modeling.text import tokenization
 
 
 def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
@@ -54,3 +58,40 @@ def test_predicted_windows_and_the_weighted_loss():
     predictions, loss_sum, weight_sum = ner.predict_windows(Predicted(), None, 2)
     np.testing.assert_array_equal(predictions, [[0, 2], [1, 1]])
     assert (loss_sum, weight_sum) == (3.5, 3.0)
+
+
+def test_training_batches_mix_the_whole_file_not_neighbouring_documents(data, tmp_path):
+    """CoNLL-2003 is stored document by document; the pipeline's 100-record shuffle buffer
+    alone would give batches of a few neighbouring documents, in file order. The task
+    shuffles the sentences once, the same way every run, before writing them."""
+    data_dir = tmp_path / "conll"
+    data_dir.mkdir()
+    documents = (data / "conll2003" / "train.txt").read_text().split("-DOCSTART-")
+    (data_dir / "train.txt").write_text("-DOCSTART-".join(documents[:200]))  # 200 documents
+    tokenizer = tokenization.FullTokenizer(str(data / "vocab/bert-base-uncased/vocab.txt"))
+    options = types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False,
+                                    max_seq_length=128)
+    tasks = [ner.NerTask(str(data_dir)) for _ in range(2)]
+    for task in tasks:
+        task.read(options, tokenizer)
+    in_file = ner_data.read_split(str(data_dir), "train")
+    orders = [file_positions(in_file, task.train) for task in tasks]
+    assert sorted(orders[0]) == list(range(len(in_file)))
+    assert orders[0] == orders[1]  # the same every run
+    order = orders[0]
+
+    path = str(tmp_path / "train.tf_record")
+    ner_data.write_features(tasks[0].train_features, path)
+    spans = []
+    for batch in ner.ner_dataset(path, 32, 128, is_training=True, seed=1).take(20):
+        lines = [order[i] for i in batch["sentence_index"].numpy()[:, 0]]
+        spans.append(max(lines) - min(lines))
+    assert np.median(spans) > 0.8 * len(in_file), spans
+
+
+def file_positions(in_file, sentences):
+    """Each of `sentences`' index in `in_file` (equal sentences, as CoNLL has, taken in turn)."""
+    positions = collections.defaultdict(list)
+    for i, sentence in enumerate(in_file):
+        positions[tuple(sentence.lines)].append(i)
+    return [positions[tuple(sentence.lines)].pop(0) for sentence in sentences]

@@ -12,7 +12,10 @@ be measured against it side by side. It follows the original BERT fine-tuning pr
   else `peak * (1 - step / steps)`: the decay runs from step 0, not from the end of warm-up, and
   the first update (step 0) has learning rate 0, as in the original.
 - Steps: `int(examples / batch_size * epochs)` full batches, drawn from a stream of per-epoch
-  random permutations (the original repeats and shuffles the data, and drops no batch early).
+  random permutations, as transformers' Trainer draws them (the original repeats the records and
+  shuffles them with a 100-record buffer, and drops no batch early; run_ner and
+  run_multiple_choice shuffle their examples once before writing the records, so that buffer
+  mixes the whole file too).
 
 Importing this module first switches the Hugging Face libraries to offline mode (nothing may
 download at run time) and starts the wall clock the JSON line reports.

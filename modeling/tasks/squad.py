@@ -2,7 +2,6 @@
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
 import json
 import os
-import random
 
 import numpy as np
 import tensorflow as tf
@@ -66,7 +65,6 @@ class SquadTask(fine_tuning.Task):
     # The original's span softmax runs over every position, padding included, and its n-best
     # ranks them all: cutting the padding would change the loss and the n-best lists.
     PADDING_IS_INERT = False
-    TRAIN_SHUFFLE_SEED = 12345  # the original shuffles the training examples with this seed
 
     def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64,
                  n_best_size=20, max_answer_length=30, version_2_with_negative=False,
@@ -96,7 +94,7 @@ class SquadTask(fine_tuning.Task):
             self.train = squad_data.read_squad_examples(
                 self.train_file, is_training=True,
                 version_2_with_negative=self.version_2_with_negative)
-            random.Random(self.TRAIN_SHUFFLE_SEED).shuffle(self.train)
+            fine_tuning.shuffle_training_examples(self.train)
         if options.do_predict:
             self.test = squad_data.read_squad_examples(
                 self.predict_file, is_training=False,

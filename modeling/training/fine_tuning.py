@@ -7,6 +7,7 @@ A task (modeling/tasks/) says what is particular to it by subclassing `Task`; `r
 """
 import dataclasses
 import os
+import random
 import tempfile
 
 from absl import logging
@@ -17,6 +18,21 @@ from modeling.text import tokenization
 from modeling.training import distribution
 from modeling.training.options import (TrainingOptions, check_max_seq_length,
                                        check_vocabulary, refuse_untrained)
+
+# The seed with which the original's run_squad shuffles its training examples before writing them.
+TRAIN_SHUFFLE_SEED = 12345
+
+
+def shuffle_training_examples(examples):
+    """Shuffles `examples` in place, the same way every run, before their records are written.
+
+    The input pipeline shuffles with the original's 100-record buffer, which only mixes
+    neighbours: a file stored in order (CoNLL-2003 by document, SWAG by video clip) would be
+    trained on in that order, each batch from a few documents and the last, low-learning-rate
+    steps all on the file's end. The original's run_squad shuffles its examples first for this
+    reason; run_classifier keeps the original's file order (GLUE files are not grouped).
+    """
+    random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples)
 
 
 @dataclasses.dataclass(kw_only=True)
