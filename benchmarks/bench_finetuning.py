@@ -22,7 +22,8 @@ Training examples/s = steps x batch / training seconds, where the training secon
 run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
 the training loop, tracing and compiling included, records and evaluation not (the peer times
 its loop the same way). Peak RSS is the child's maximum resident set (`os.wait4`). The
-machine's float32 matmul peak (2048^3 `tf.matmul`, median of 5) is measured in the same run.
+machine's float32 and bfloat16 matmul peaks (2048^3 `tf.matmul`, median of 5) are measured in
+the same run, and whether the CPU has bfloat16 instructions (without them mixed_bfloat16 is slow).
 """
 import argparse
 import json
@@ -58,13 +59,19 @@ _STEP = re.compile(r"\] step (\d+)/(\d+):")
 PEAK_SCRIPT = """
 import json, statistics, time
 import tensorflow as tf
-a = tf.random.normal([2048, 2048]); b = tf.random.normal([2048, 2048])
-matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
-matmul(a, b).numpy()
-times = []
-for _ in range(5):
-    start = time.perf_counter(); matmul(a, b).numpy(); times.append(time.perf_counter() - start)
-print(json.dumps(2 * 2048 ** 3 / statistics.median(times) / 1e9))
+from modeling.training import distribution
+peaks = {"cpu_lacks_bfloat16": distribution.cpu_lacks_bfloat16()}
+for dtype in (tf.float32, tf.bfloat16):
+    a = tf.cast(tf.random.normal([2048, 2048]), dtype)
+    b = tf.cast(tf.random.normal([2048, 2048]), dtype)
+    matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    matmul(a, b).numpy()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter(); matmul(a, b).numpy()
+        times.append(time.perf_counter() - start)
+    peaks[dtype.name] = 2 * 2048 ** 3 / statistics.median(times) / 1e9
+print(json.dumps(peaks))
 """
 
 
@@ -258,12 +265,13 @@ def run_peer(task, seed, args, work):
             "wall_seconds": wall, "peak_rss_mb": rss}
 
 
-def matmul_peak():
-    """float32 GFLOP/s of a 2048^3 tf.matmul, median of 5, in a child process."""
+def matmul_peaks():
+    """{"float32": GFLOP/s, "bfloat16": GFLOP/s} of a 2048^3 tf.matmul, median of 5 each, in a
+    child process, and "cpu_lacks_bfloat16" (bool)."""
     output = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                            text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
                             check=True)
-    return float(output.stdout.strip().splitlines()[-1])
+    return json.loads(output.stdout.strip().splitlines()[-1])
 
 
 def mean_std(values):
@@ -334,7 +342,7 @@ def main():
         sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
     data_dir = pathlib.Path(args.data_dir)
     started = time.strftime("%Y-%m-%d %H:%M")
-    peak_before = matmul_peak()
+    peak_before = matmul_peaks()
     model = convert_minilm(work)
     data = {"mrpc": subset_mrpc(data_dir / "glue/MRPC", work / "mrpc_data",
                                 args.max_train_examples),
@@ -351,19 +359,25 @@ def main():
             if args.with_peer and seed in args.reference_seeds:
                 runs.append(run_peer(task, seed, args, work))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
-    peak_after = matmul_peak()
+    peak_after = matmul_peaks()
     print(f"\nRun of {started}; seeds {args.seeds} (fixed_float32 and the peer: "
           f"{args.reference_seeds}); epochs {args.epochs}; "
           f"max_train_examples {args.max_train_examples or 'all'} (MRPC), "
           f"max_train_sentences {args.max_train_sentences or 'all'} (CoNLL); "
           f"batch {BATCH}, max_seq_length {SEQ}, warm-up {WARMUP:.0%}.")
-    print(f"Measured float32 matmul peak (2048^3 tf.matmul, median of 5): "
-          f"{peak_before:.0f} GFLOP/s before the runs, {peak_after:.0f} after.")
+    print(f"Measured matmul peaks (2048^3 tf.matmul, median of 5), float32: "
+          f"{peak_before['float32']:.0f} GFLOP/s before the runs, {peak_after['float32']:.0f} "
+          f"after; bfloat16: {peak_before['bfloat16']:.0f} and {peak_after['bfloat16']:.0f}. "
+          f"bfloat16 instructions (avx512_bf16, amx_bf16): "
+          f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}.")
     print_tables(runs, args.configs)
     if args.json:  # written, then renamed: never half a file
         temporary = f"{args.json}.tmp{os.getpid()}"
         pathlib.Path(temporary).write_text(json.dumps(
-            {"started": started, "peak_gflops": [peak_before, peak_after], "runs": runs},
+            {"started": started,
+             "peak_gflops": [peak_before["float32"], peak_after["float32"]],
+             "bfloat16_peak_gflops": [peak_before["bfloat16"], peak_after["bfloat16"]],
+             "runs": runs},
             indent=1) + "\n")
         os.replace(temporary, args.json)
     if not args.work_dir:

@@ -85,7 +85,9 @@ def atomic_path(path, tag="", suffix=""):
     """
     if suffix and not str(path).endswith(suffix):
         raise ValueError(f"{path} does not end in {suffix}")
-    temp = temp_path(str(path)[:len(str(path)) - len(suffix)], tag) + suffix
+    stem = str(path)[:len(str(path)) - len(suffix)]
+    remove_stale_temps(stem, suffix)  # a killed writer's half-written file or directory
+    temp = temp_path(stem, tag) + suffix
     try:
         yield temp
         replace(temp, path)
@@ -149,11 +151,13 @@ def check_writable_directory(directory, flag, path=None):
         raise ValueError(f"{flag}={path}: {existing} is not writable")
 
 
-def remove_stale_temps(path):
+def remove_stale_temps(path, suffix=""):
     """Removes the temporary files that killed runs left beside `path` (`<path>.tmp-<pid>...`
-    of a process that is gone): a rerun cleans up after the run it replaces."""
+    of a process that is gone, ending in `suffix`: see `atomic_path`): a rerun cleans up after
+    the run it replaces."""
     directory, name = os.path.split(os.path.abspath(path))
-    _remove_stale(directory, lambda entry: entry.startswith(f"{name}.tmp-"))
+    _remove_stale(directory, lambda entry: entry.startswith(f"{name}.tmp-")
+                  and entry.endswith(suffix))
 
 
 def remove_stale_temps_in(directory):

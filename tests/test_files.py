@@ -1,5 +1,7 @@
 """modeling/files.py: outputs that appear only when complete."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -47,10 +49,19 @@ def test_atomic_path_for_a_directory_and_for_a_suffix_a_writer_insists_on(tmp_pa
             raise ValueError("interrupted")
     assert sorted(os.listdir(tmp_path)) == ["1234"]  # the half-written directory is gone
 
+    dead = dead_pid()
+    (tmp_path / f"m.tmp-{dead}.keras").touch()  # killed writers' temporaries
+    (tmp_path / f"5678.tmp-{dead}" / "variables").mkdir(parents=True)
+    (tmp_path / f"m.tmp-{os.getppid()}.keras").touch()  # a live writer's: kept
     with files.atomic_path(str(tmp_path / "m.keras"), suffix=".keras") as temp:
         assert temp == str(tmp_path / f"m.tmp-{os.getpid()}.keras")
         open(temp, "w").close()
-    assert sorted(os.listdir(tmp_path)) == ["1234", "m.keras"]
+    assert sorted(os.listdir(tmp_path)) == ["1234", f"5678.tmp-{dead}", "m.keras",
+                                            f"m.tmp-{os.getppid()}.keras"]
+    with files.atomic_path(str(tmp_path / "5678")) as temp:
+        os.makedirs(temp)
+    assert sorted(os.listdir(tmp_path)) == ["1234", "5678", "m.keras",
+                                            f"m.tmp-{os.getppid()}.keras"]
     with pytest.raises(ValueError, match="does not end in .keras"):
         with files.atomic_path(str(tmp_path / "m.h5"), suffix=".keras"):
             pass
@@ -62,3 +73,9 @@ def test_eval_results_are_key_equals_value_lines(tmp_path):
     assert path.read_text() == "eval_accuracy = 1.0\nglobal_step = 3\nloss = 0.5\n"
     files.write_eval_results({"loss": 0.5, "global_step": 3}, str(path), ["loss", "global_step"])
     assert path.read_text() == "loss = 0.5\nglobal_step = 3\n"
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid

@@ -1,10 +1,13 @@
 """modeling/training/distribution.py: the strategy the flags name, and who the chief is."""
 import types
 
+import keras
 import pytest
 import tensorflow as tf
+from absl import logging
 
 from modeling.training import distribution
+from modeling.training.options import TrainingOptions
 
 
 def test_strategies_by_name():
@@ -36,3 +39,33 @@ def _strategy(spec, task_type, task_id=0):
 def test_the_chief_is_the_chief_task_else_worker_0(spec, task_type, task_id, chief):
     assert distribution.is_chief(_strategy(spec, task_type, task_id)) is chief
     assert distribution.is_chief(tf.distribute.get_strategy())  # no cluster: the only process
+
+
+@pytest.mark.parametrize("flags, lacks", [
+    ("fpu avx512f avx512_vnni", True),  # an AVX-512 Xeon without bfloat16
+    ("fpu avx512f avx512_bf16", False),  # Cooper Lake, Zen 4/5
+    ("fpu avx512f amx_bf16 amx_tile", False),  # Sapphire Rapids
+    ("", False),  # no flags listed: cannot tell
+])
+def test_a_cpu_without_bfloat16_instructions_is_recognised(tmp_path, flags, lacks):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: "
+                       f"{flags}\n")
+    assert distribution.cpu_lacks_bfloat16(str(cpuinfo)) is lacks
+    assert distribution.cpu_lacks_bfloat16(str(tmp_path / "absent")) is False
+
+
+@pytest.mark.parametrize("precision, lacks, warned", [
+    ("mixed_bfloat16", True, True), ("mixed_bfloat16", False, False), ("float32", True, False)])
+def test_mixed_bfloat16_on_a_cpu_without_bfloat16_is_warned_of(monkeypatch, tmp_path, precision,
+                                                               lacks, warned):
+    monkeypatch.setattr(distribution, "cpu_lacks_bfloat16", lambda: lacks)
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(
+        message % args))
+    try:
+        TrainingOptions(output_dir=str(tmp_path), precision=precision).strategy()
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    assert any("--precision=mixed_bfloat16 on a CPU without bfloat16" in w
+               for w in warnings) is warned, warnings

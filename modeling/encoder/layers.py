@@ -49,6 +49,39 @@ def gelu_exact(x):
     return tf.nn.gelu(x, approximate=False)
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+
+
+@tf.custom_gradient
+def gelu_for_training(x):
+    """`gelu` whose backward pass keeps only `x`: y' = 0.5 (1 + tanh u) + 0.5 x u' / cosh^2 u,
+    u = sqrt(2/pi) (x + 0.044715 x^3).
+
+    Differentiating the formula keeps its intermediate [B*T, I] tensors for the backward pass
+    instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, and measured
+    (benchmarks/README.md) the larger part of the training step's activation memory.
+    """
+    def gradient(upstream):
+        cubic = _TANH_CUBIC * tf.square(x)
+        u = _SQRT_2_OVER_PI * x * (1.0 + cubic)
+        # 1 - t^2 as 1 / cosh(u)^2: no cancellation where t is near +-1.
+        return upstream * (0.5 * (1.0 + tf.tanh(u))
+                           + 0.5 * x / tf.square(tf.cosh(u)) * _SQRT_2_OVER_PI * (1.0 + 3.0 * cubic))
+    return gelu(x), gradient
+
+
+@tf.custom_gradient
+def gelu_exact_for_training(x):
+    """`gelu_exact` whose backward pass keeps only `x`: y' = Phi(x) + x phi(x) (see
+    `gelu_for_training`)."""
+    def gradient(upstream):
+        cdf = 0.5 * tf.math.erfc(-x * math.sqrt(0.5))
+        pdf = tf.exp(-0.5 * tf.square(x)) * (1.0 / math.sqrt(2.0 * math.pi))
+        return upstream * (cdf + x * pdf)
+    return gelu_exact(x), gradient
+
+
 def get_activation(name):
     """Maps the config's activation names to functions (`linear` is the identity)."""
     activations = {"gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
@@ -84,8 +117,9 @@ def dense(units, config, name, activation=None):
                               kernel_initializer=initializer(config.initializer_range))
 
 
-def dense_on_rows(layer, inputs):
-    """Applies a Dense `layer` to float [B, T, in] as one [B*T, in] matmul; returns [B, T, out].
+def dense_on_rows(layer, inputs, activation=None):
+    """Applies a Dense `layer`, then `activation` if given, to float [B, T, in] as one
+    [B*T, in] matmul; returns [B, T, out].
 
     Keras runs a 3-D input through tensordot, which leaves a reshape between the matmul and the
     bias add; on a matrix, as in the original's `reshape_to_matrix`, oneDNN fuses matmul, bias add
@@ -93,6 +127,8 @@ def dense_on_rows(layer, inputs):
     """
     rows = tf.reshape(inputs, [-1, inputs.shape[-1]])  # [B*T, in]
     outputs = layer(rows)  # [B*T, out]
+    if activation is not None:
+        outputs = activation(outputs)
     return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [layer.units]], axis=0))
 
 
@@ -253,7 +289,7 @@ class TransformerLayer(keras.layers.Layer):
     def call(self, hidden_states, attention_adder, training=False):
         """Returns the layer output [B, T, H] and its attention probabilities [B, N, T, T]."""
         attention_output, probs = self.attention(hidden_states, attention_adder, training=training)
-        intermediate_output = self.intermediate(attention_output)  # [B, T, I]
+        intermediate_output = self.intermediate(attention_output, training=training)  # [B, T, I]
         return self.output_block(intermediate_output, attention_output, training=training), probs
 
 
@@ -262,16 +298,21 @@ class Intermediate(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(name="intermediate", **kwargs)
-        self.dense = dense(config.intermediate_size, config, "dense",
-                           activation=get_activation(config.hidden_act))
+        self.dense = dense(config.intermediate_size, config, "dense")
+        self.activation = get_activation(config.hidden_act)
+        # The same function, with a backward pass that keeps less (see gelu_for_training).
+        self.training_activation = {gelu: gelu_for_training,
+                                    gelu_exact: gelu_exact_for_training}.get(self.activation,
+                                                                             self.activation)
         self.hidden_size = config.hidden_size
 
     def build(self, input_shape=None):
         self.dense.build((None, None, self.hidden_size))
 
-    def call(self, hidden_states):
+    def call(self, hidden_states, training=False):
         """Args: hidden_states [B, T, H]. Returns [B, T, I]."""
-        return dense_on_rows(self.dense, hidden_states)
+        return dense_on_rows(self.dense, hidden_states,
+                             self.training_activation if training else self.activation)
 
 
 class Encoder(keras.layers.Layer):

@@ -69,7 +69,8 @@ class TrainingOptions:
     def strategy(self):
         """The strategy the options name (first of all TensorFlow work: multi-worker
         collectives are set up at start-up), with their precision set for later models."""
-        from modeling.training import trainer  # TensorFlow: not for option checks alone
+        import tensorflow as tf  # not for option checks alone
+        from modeling.training import trainer
         chosen = distribution.get_strategy(
             "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
             self.tpu_zone, self.gcp_project, self.master)
@@ -83,6 +84,13 @@ class TrainingOptions:
                          chosen.num_replicas_in_sync,
                          ", ".join(getattr(chosen.extended, "worker_devices", ())))
         trainer.set_precision(self.precision)
+        if (self.precision == "mixed_bfloat16" and not self.use_tpu
+                and not tf.config.list_logical_devices("GPU")
+                and distribution.cpu_lacks_bfloat16()):
+            logging.warning("--precision=mixed_bfloat16 on a CPU without bfloat16 instructions "
+                            "(none of %s in /proc/cpuinfo): its bfloat16 matmuls are emulated, "
+                            "slower than float32's; --precision=float32 trains faster here",
+                            ", ".join(distribution.BFLOAT16_CPU_FLAGS))
         return chosen
 
     def check_train_batch(self, strategy, batch_size_option="train_batch_size"):
