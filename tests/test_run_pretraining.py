@@ -41,6 +41,16 @@ def records(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def one_device(records, tmp_path_factory):
+    """(config without dropout, the exported weights of 8 steps on one device): the run that
+    two replicas, two workers and accumulated micro-batches must each reproduce."""
+    root = tmp_path_factory.mktemp("one_device")
+    config = write_config(root / "config.json", dropout=0.0)
+    run_script("run_pretraining.py", *flags(records, config, root / "one"))
+    return config, exported(root / "one")
+
+
 def flags(records, config, output_dir, *extra, steps=8):
     return [f"--input_file={records}", f"--bert_config_file={config}",
             f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
@@ -130,9 +140,8 @@ def test_killed_run_resumes_to_the_same_weights(records, tmp_path):
     assert_same_weights(exported(tmp_path / "whole"), exported(killed), atol=1e-6)
 
 
-def test_mirrored_on_two_logical_cpus_equals_one_device(records, tmp_path):
-    config = write_config(tmp_path / "config.json", dropout=0.0)
-    run_script("run_pretraining.py", *flags(records, config, tmp_path / "one"))
+def test_mirrored_on_two_logical_cpus_equals_one_device(records, one_device, tmp_path):
+    config, one = one_device
     two_cpus = ("import sys, runpy, tensorflow as tf\n"
                 "cpu = tf.config.list_physical_devices('CPU')[0]\n"
                 "tf.config.set_logical_device_configuration(\n"
@@ -146,16 +155,14 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(records, tmp_path):
     assert process.returncode == 0, process.stderr[-3000:]
     assert "num_replicas_in_sync = 2" in process.stderr or "2 replicas" in process.stderr or \
         "MirroredStrategy with devices" in process.stderr
-    assert_same_weights(exported(tmp_path / "one"), exported(tmp_path / "two"), atol=1e-5)
+    assert_same_weights(one, exported(tmp_path / "two"), atol=1e-5)
 
 
-def test_gradient_accumulation_equals_the_whole_batch(records, tmp_path):
-    config = write_config(tmp_path / "config.json", dropout=0.0)
-    run_script("run_pretraining.py", *flags(records, config, tmp_path / "whole"))
+def test_gradient_accumulation_equals_the_whole_batch(records, one_device, tmp_path):
+    config, whole = one_device
     run_script("run_pretraining.py", *flags(records, config, tmp_path / "accumulated",
                                             "--num_accumulation_steps=4"))
-    assert_same_weights(exported(tmp_path / "whole"), exported(tmp_path / "accumulated"),
-                        atol=1e-5)
+    assert_same_weights(whole, exported(tmp_path / "accumulated"), atol=1e-5)
 
 
 def _free_ports(count):
@@ -168,9 +175,8 @@ def _free_ports(count):
     return ports
 
 
-def test_two_workers_on_localhost_equal_one_device(records, tmp_path):
-    config = write_config(tmp_path / "config.json", dropout=0.0)
-    run_script("run_pretraining.py", *flags(records, config, tmp_path / "one"))
+def test_two_workers_on_localhost_equal_one_device(records, one_device, tmp_path):
+    config, one = one_device
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
     workers = [subprocess.Popen(
         script_command("run_pretraining.py", *flags(
@@ -181,7 +187,7 @@ def test_two_workers_on_localhost_equal_one_device(records, tmp_path):
     for worker in workers:
         _, stderr = worker.communicate(timeout=600)
         assert worker.returncode == 0, stderr[-3000:]
-    assert_same_weights(exported(tmp_path / "one"), exported(tmp_path / "multi"), atol=1e-5)
+    assert_same_weights(one, exported(tmp_path / "multi"), atol=1e-5)
 
 
 @pytest.mark.parametrize("change, message", [
