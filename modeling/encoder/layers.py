@@ -59,15 +59,15 @@ def gelu_for_training(x):
     u = sqrt(2/pi) (x + 0.044715 x^3).
 
     Differentiating the formula keeps its intermediate [B*T, I] tensors for the backward pass
-    instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, and measured
-    (benchmarks/README.md) the larger part of the training step's activation memory.
+    instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, 311 MB of a
+    training step's peak memory (benchmarks/README.md).
     """
     def gradient(upstream):
         cubic = _TANH_CUBIC * tf.square(x)
         u = _SQRT_2_OVER_PI * x * (1.0 + cubic)
-        # 1 - t^2 as 1 / cosh(u)^2: no cancellation where t is near +-1.
-        return upstream * (0.5 * (1.0 + tf.tanh(u))
-                           + 0.5 * x / tf.square(tf.cosh(u)) * _SQRT_2_OVER_PI * (1.0 + 3.0 * cubic))
+        du_dx = _SQRT_2_OVER_PI * (1.0 + 3.0 * cubic)
+        # 1 - tanh(u)^2 as 1 / cosh(u)^2: no cancellation where tanh(u) is near +-1.
+        return upstream * (0.5 * (1.0 + tf.tanh(u)) + 0.5 * x / tf.square(tf.cosh(u)) * du_dx)
     return gelu(x), gradient
 
 
