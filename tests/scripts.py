@@ -14,6 +14,13 @@ def script_env(**extra):
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
 
 
+def dead_pid():
+    """The id of a process that has exited: what a killed run's temporary names carry."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
 def run_script(name, *args, check=True, **env):
     """Runs `python <ROOT>/<name> args...`; returns the CompletedProcess (text output)."""
     process = subprocess.run(script_command(name, *args), capture_output=True, text=True,

@@ -1,11 +1,10 @@
 """modeling/files.py: outputs that appear only when complete."""
 import os
-import subprocess
-import sys
 
 import pytest
 
 from modeling import files
+from scripts import dead_pid
 
 
 def test_the_temporary_name_is_beside_the_output_and_marked_with_the_process():
@@ -73,9 +72,3 @@ def test_eval_results_are_key_equals_value_lines(tmp_path):
     assert path.read_text() == "eval_accuracy = 1.0\nglobal_step = 3\nloss = 0.5\n"
     files.write_eval_results({"loss": 0.5, "global_step": 3}, str(path), ["loss", "global_step"])
     assert path.read_text() == "loss = 0.5\nglobal_step = 3\n"
-
-
-def dead_pid():
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid

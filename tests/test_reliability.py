@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 from modeling import files
 from modeling.data import text
-from scripts import run_script
+from scripts import dead_pid, run_script
 
 SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "bert_config_tiny.json"
@@ -100,7 +100,7 @@ def test_unwritable_output_is_refused_before_work(tmp_path, corpus, vocab, case)
 
 def test_rerun_removes_the_stale_temporaries_of_its_outputs(tmp_path, corpus, vocab):
     out = tmp_path / "out.tfrecord"
-    dead = _dead_pid()
+    dead = dead_pid()
     stale = [tmp_path / f"out.tfrecord.tmp-{dead}-final", tmp_path / f"out.tfrecord.tmp-{dead}-shard0"]
     other = tmp_path / f"other.tfrecord.tmp-{dead}-final"  # not this run's output: kept
     for path in stale + [other]:
@@ -126,12 +126,6 @@ def test_atomic_write_leaves_nothing_on_error(tmp_path):
             writer.write("half")
             raise RuntimeError("killed")
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
-
-
-def _dead_pid():
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
 
 
 # --- Inputs read as real data is: long fields, binary bytes, empty files ---------------------
