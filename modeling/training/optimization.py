@@ -59,6 +59,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     Under a `tf.distribute` strategy, `apply_gradients` takes gradients already summed over
     replicas (and clipped, as the original clips the global gradient): see
     `modeling.training.trainer`. Keras would sum them once more; this optimizer does not.
+
+    Inside a compiled step, each variable's update waits for the previous variable's
+    assignments. Left free, TF's executor evaluates many variables' element-wise temporaries
+    at once: on MiniLM (22.7M weights) that raised a training step's peak memory by 240 MB
+    without making the update measurably faster.
     """
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
@@ -71,6 +76,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self.apply_condition = None
+        self._previous_assignments = []
 
     def learning_rate_at(self, step):
         """The learning rate step `step` (0-based) applies: what a log of that step shows."""
@@ -94,25 +100,37 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
 
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
-        m, v = self.adam_m[index], self.adam_v[index]
-        gradient = tf.convert_to_tensor(gradient)  # dense, as the original's update
-        learning_rate = tf.cast(learning_rate, variable.dtype)
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self.decays[index]:
-            update += self.weight_decay_rate * variable
-        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
+        with tf.control_dependencies(self._previous_assignments):
+            index = self._get_variable_index(variable)
+            m, v = self.adam_m[index], self.adam_v[index]
+            gradient = tf.convert_to_tensor(gradient)  # dense, as the original's update
+            learning_rate = tf.cast(learning_rate, variable.dtype)
+            next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+            update = next_m / (tf.sqrt(next_v) + self.epsilon)
+            if self.decays[index]:
+                update += self.weight_decay_rate * variable
+            self._commit([(variable, variable - learning_rate * update),
+                          (m, next_m), (v, next_v)])
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        self._previous_assignments = []  # ops of another trace must not leak into this one
+        try:
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
+        finally:
+            self._previous_assignments = []
 
     def _commit(self, assignments):
         """Assigns (variable, new value) pairs; where `apply_condition` (a bool tensor a
         training step may set, e.g. "the loss-scaled gradients are finite") is False, every
         variable keeps its value, so a skipped step changes neither weights nor slots."""
+        operations = []
         for variable, value in assignments:
             if self.apply_condition is not None:
                 value = tf.where(self.apply_condition, value, variable)
-            self.assign(variable, value)
+            target = variable.value if isinstance(variable, keras.Variable) else variable
+            operations.append(target.assign(tf.cast(value, target.dtype), read_value=False))
+        self._previous_assignments = [op for op in operations if op is not None]
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # summed and clipped by the caller
@@ -137,23 +155,26 @@ class Lamb(AdamWeightDecay):
         super().__init__(learning_rate, name=name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
-        m, v = self.adam_m[index], self.adam_v[index]
-        gradient = tf.convert_to_tensor(gradient)
-        learning_rate = tf.cast(learning_rate, variable.dtype)
-        step = tf.cast(self.iterations + 1, variable.dtype)
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
-        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
-        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-        if self.decays[index]:
-            update += self.weight_decay_rate * variable
-            weight_norm, update_norm = tf.norm(variable), tf.norm(update)
-            ratio = tf.where(weight_norm > 0.0,
-                             tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
-            update *= ratio
-        self._commit([(variable, variable - learning_rate * update), (m, next_m), (v, next_v)])
+        with tf.control_dependencies(self._previous_assignments):
+            index = self._get_variable_index(variable)
+            m, v = self.adam_m[index], self.adam_v[index]
+            gradient = tf.convert_to_tensor(gradient)
+            learning_rate = tf.cast(learning_rate, variable.dtype)
+            step = tf.cast(self.iterations + 1, variable.dtype)
+            next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+            m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
+            v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
+            update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+            if self.decays[index]:
+                update += self.weight_decay_rate * variable
+                weight_norm, update_norm = tf.norm(variable), tf.norm(update)
+                ratio = tf.where(weight_norm > 0.0,
+                                 tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0),
+                                 1.0)
+                update *= ratio
+            self._commit([(variable, variable - learning_rate * update),
+                          (m, next_m), (v, next_v)])
 
 
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
