@@ -31,6 +31,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -126,7 +127,12 @@ def run_child(command, log_path, env=None):
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                    env=dict(os.environ, **(env or {})))
-        _, status, usage = os.wait4(process.pid, 0)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:  # interrupted: a training run must not go on alone
+            process.kill()
+            process.wait()
+            raise
         wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
     return process.returncode, wall, usage.ru_maxrss / 1024  # Linux: KiB
@@ -336,10 +342,21 @@ def main():
                   f"{', '.join(f'{p:.0f}' for p in peaks)} GFLOP/s")
         print_tables(runs, [c for c in CONFIGS if any(r["config"] == c for r in runs)])
         return
-    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_"))
-    work.mkdir(parents=True, exist_ok=True)
     if args.with_peer and not PEER_PYTHON.exists():
         sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
+    # `kill` ends the run as Ctrl-C does: the current child killed, the temporary files removed.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        run_benchmark(args, work)
+    finally:
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_benchmark(args, work):
+    """Runs every (task, seed, configuration) and the peer in `work`; prints the tables."""
     data_dir = pathlib.Path(args.data_dir)
     started = time.strftime("%Y-%m-%d %H:%M")
     peak_before = matmul_peaks()
@@ -380,9 +397,12 @@ def main():
              "runs": runs},
             indent=1) + "\n")
         os.replace(temporary, args.json)
-    if not args.work_dir:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("bench_finetuning.py: interrupted; its runs are stopped and its temporary "
+              "files removed", file=sys.stderr)
+        sys.exit(130)
