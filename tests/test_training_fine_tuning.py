@@ -1,7 +1,8 @@
 """`fine_tuning.run` with dynamic padding (the default) gives fixed padding's results, in-process
 on a tiny model without dropout: every task's evaluation and predictions from the same weights,
-under float32 and mixed_bfloat16, and the classifier's training under XLA; and the options'
-checks. (Each run traces its own model: these are the slow tests of this file.)"""
+under float32, mixed_bfloat16 and mixed_float16, and the classifier's training under XLA and
+mixed_float16; and the options' checks. (Each run traces its own model: these are the slow tests
+of this file.)"""
 import csv
 import json
 
@@ -84,21 +85,39 @@ def _runs_both(task_factory, tmp_path, vocab, config, **options):
             run(task_factory(), tmp_path, "dynamic", vocab, config, **options))
 
 
-def test_classifier_trained_under_xla(tmp_path, caplog):
-    """Training too: the batches' sequence lengths differ between steps, so XLA compiles the
-    step once per length; the weights come out as with fixed padding."""
-    rng = np.random.default_rng(1)
+def write_mrpc(directory, seed):
+    rng = np.random.default_rng(seed)
     header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     for split, count in (("train", 8), ("dev", 7), ("test", 5)):
         rows = [f"{i % 2}\t{i}\t{i}\t{sentence(rng, 1, 12)}\t{sentence(rng, 1, 14)}\n"
                 for i in range(count)]
-        (tmp_path / f"{split}.tsv").write_text(header + "".join(rows), "utf-8")
+        (directory / f"{split}.tsv").write_text(header + "".join(rows), "utf-8")
+
+
+def test_classifier_trained_under_xla(tmp_path, caplog):
+    """Training too: the batches' sequence lengths differ between steps, so XLA compiles the
+    step once per length; the weights come out as with fixed padding."""
+    write_mrpc(tmp_path, 1)
     vocab, config = write_model_files(tmp_path, WORDS, layers=1)  # XLA compiles it per length
     caplog.set_level("INFO", logger="absl")
     fixed, dynamic = _runs_both(lambda: ClassifierTask(str(tmp_path), "MRPC"), tmp_path, vocab,
                                 config, do_train=True, do_eval=True, do_predict=True,
                                 use_xla=True)
     assert "Batches: dynamic padding: each batch cut to its longest example" in caplog.text
+    assert_same_results(fixed / "eval_results.txt", dynamic / "eval_results.txt")
+    np.testing.assert_allclose(read_rows(dynamic / "test_results.tsv"),
+                               read_rows(fixed / "test_results.tsv"), atol=1e-5, rtol=0)
+
+
+def test_classifier_trained_under_mixed_float16(tmp_path):
+    """float16 with its loss scaling: the -10000 added to padded keys is still a float16 whose
+    exp() is exactly 0, so the training steps and the predictions equal fixed padding's."""
+    write_mrpc(tmp_path, 5)
+    vocab, config = write_model_files(tmp_path, WORDS)
+    fixed, dynamic = _runs_both(lambda: ClassifierTask(str(tmp_path), "MRPC"), tmp_path, vocab,
+                                config, do_train=True, do_eval=True, do_predict=True,
+                                precision="mixed_float16")
+    assert read_results(dynamic / "eval_results.txt")["global_step"] == 2  # no step skipped
     assert_same_results(fixed / "eval_results.txt", dynamic / "eval_results.txt")
     np.testing.assert_allclose(read_rows(dynamic / "test_results.tsv"),
                                read_rows(fixed / "test_results.tsv"), atol=1e-5, rtol=0)
