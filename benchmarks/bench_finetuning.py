@@ -1,6 +1,6 @@
 """Fine-tuning on real tasks from real weights (issue 16), side by side with a peer.
 
-  python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, three configs
+  python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, four configs
   python benchmarks/bench_finetuning.py --with_peer         # and Hugging Face, interleaved
   python benchmarks/bench_finetuning.py --with_peer --reference_seeds=1  # the README's tables
   python benchmarks/bench_finetuning.py --tasks=conll --max_train_sentences=2000 --with_peer
@@ -13,8 +13,10 @@ is its own process (peak RSS is its own, and the dtype policy is global):
   3 epochs, batch 32, max_seq_length 128, warm-up 10%; dev accuracy and F1.
 - conll: run_ner.py on ../shared/data/conll2003, lr 5e-5 (run_ner.py's default and the peer's),
   the same epochs, batch and length; dev entity F1 as conlleval counts it.
-in three configurations: fixed padding float32 (the original's shapes), dynamic padding
-float32 (the default) and dynamic padding mixed_bfloat16. With --with_peer each seed's runs are
+in four configurations by default: fixed padding float32 (the original's shapes), dynamic
+padding float32 (the default), dynamic padding mixed_bfloat16 and length buckets float32; and
+on request fixed_float32_malloc, fixed padding with tensors from malloc instead of TensorFlow's
+pool (the README's setting for less memory). With --with_peer each seed's runs are
 followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32, every
 sequence padded to 128) with the peer venv's interpreter, on the same data, weights and protocol.
 
@@ -48,7 +50,13 @@ CONFIGS = {  # name -> flags of ours
     # Batches of one length: a random batch of 32 MRPC pairs is as long as its longest.
     "buckets_float32": ["--dynamic_padding=true", "--bucket_by_length=true",
                         "--precision=float32"],
+    # fixed_float32 with the memory setting of the README: tensors from malloc instead of
+    # TensorFlow's pool, unmapped when freed. Less memory, slower steps. Not run by default.
+    "fixed_float32_malloc": ["--dynamic_padding=false", "--precision=float32"],
 }
+DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32"]
+CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
+                                       "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
     "conll": ("run_ner.py", "hf_conll.py", 5e-5),
@@ -80,7 +88,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="mrpc", help="Comma-separated: mrpc, conll.")
     parser.add_argument("--seeds", default="1,2,3", help="Comma-separated seeds.")
-    parser.add_argument("--configs", default=",".join(CONFIGS),
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                         help=f"Comma-separated, among {', '.join(CONFIGS)}.")
     parser.add_argument("--epochs", type=float, default=3.0, help="Training epochs.")
     parser.add_argument("--max_train_examples", type=int, default=0,
@@ -229,7 +237,8 @@ def run_ours(task, config, seed, args, model, data, work):
         flags.append("--task_name=MRPC")
     log = work / f"{task}_{config}_{seed}.log"
     code, wall, rss = run_child([sys.executable, script, *flags], log,
-                                {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""})
+                                {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+                                 **CONFIG_ENV.get(config, {})})
     text = log.read_text("utf-8", errors="replace")
     if code:
         sys.exit(f"{script} ({config}, seed {seed}) failed with {code}; its log ends:\n"
