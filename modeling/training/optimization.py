@@ -101,20 +101,22 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         with tf.control_dependencies(self._previous_assignments):
-            self._commit(self.new_values(gradient, variable, learning_rate))
+            index = self._get_variable_index(variable)
+            m, v = self.adam_m[index], self.adam_v[index]
+            gradient = tf.convert_to_tensor(gradient)  # dense, as the original's update
+            next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+            update = self.direction(next_m, next_v, variable, self.decays[index])
+            learning_rate = tf.cast(learning_rate, variable.dtype)
+            self._commit([(variable, variable - learning_rate * update),
+                          (m, next_m), (v, next_v)])
 
-    def new_values(self, gradient, variable, learning_rate):
-        """[(variable, its new value), (m, new m), (v, new v)] for one variable's step."""
-        index = self._get_variable_index(variable)
-        m, v = self.adam_m[index], self.adam_v[index]
-        gradient = tf.convert_to_tensor(gradient)  # dense, as the original's update
-        learning_rate = tf.cast(learning_rate, variable.dtype)
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+    def direction(self, next_m, next_v, variable, decays):
+        """The step's update before the learning rate, from the new moments."""
         update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self.decays[index]:
+        if decays:
             update += self.weight_decay_rate * variable
-        return [(variable, variable - learning_rate * update), (m, next_m), (v, next_v)]
+        return update
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         self._previous_assignments = []  # ops of another trace must not leak into this one
@@ -157,24 +159,18 @@ class Lamb(AdamWeightDecay):
     def __init__(self, learning_rate, name="lamb", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
 
-    def new_values(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
-        m, v = self.adam_m[index], self.adam_v[index]
-        gradient = tf.convert_to_tensor(gradient)
-        learning_rate = tf.cast(learning_rate, variable.dtype)
+    def direction(self, next_m, next_v, variable, decays):
         step = tf.cast(self.iterations + 1, variable.dtype)
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
         m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), step))
         v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), step))
         update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-        if self.decays[index]:
+        if decays:
             update += self.weight_decay_rate * variable
             weight_norm, update_norm = tf.norm(variable), tf.norm(update)
             ratio = tf.where(weight_norm > 0.0,
                              tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
             update *= ratio
-        return [(variable, variable - learning_rate * update), (m, next_m), (v, next_v)]
+        return update
 
 
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
