@@ -181,3 +181,36 @@ def test_compiled_updates_run_one_variable_after_another(optimizer_class):
     # Another trace must not wait for operations of the first one's graph.
     tf.function(lambda g: optimizer.apply_gradients(zip(g, variables)))(gradients)
     assert optimizer.iterations.numpy() == 2
+
+
+@pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
+def test_each_variable_is_updated_by_one_xla_compiled_call(optimizer_class):
+    """The formula's element-wise operations are fused by XLA, not run one by one: in the traced
+    update, each variable's new values come from one call that XLA must compile, and nothing
+    outside such calls computes on a tensor of a variable's size but reshapes."""
+    variables = [keras.Variable(np.full(shape, 2.0, np.float32), name=f"w{i}")
+                 for i, shape in enumerate([(6, 5), (5,), (7, 4)])]
+    optimizer = optimizer_class(learning_rate=0.1)
+    optimizer.build(variables)
+    gradients = [tf.fill(v.shape, 0.5) for v in variables]
+
+    @tf.function
+    def update(gradients):
+        optimizer.apply_gradients(zip(gradients, variables))
+
+    graph = update.get_concrete_function(gradients).graph
+    compiled = [op for op in graph.get_operations()
+                if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+                and op.node_def.attr["_XlaMustCompile"].b]
+    assert len(compiled) == len(variables)
+    elementwise = {"Mul", "AddV2", "Sub", "RealDiv", "Sqrt", "Square", "Pow"}
+    sizes = {int(np.prod(v.shape)) for v in variables}
+    computed = [op.name for op in graph.get_operations() if op.type in elementwise
+                and op.outputs[0].shape.num_elements() in sizes]
+    assert computed == []
+    update(gradients)
+    m = 0.1 * 0.5  # first step, no bias correction in AdamWeightDecay
+    if optimizer_class is optimization.AdamWeightDecay:
+        expected = 2.0 - 0.1 * (m / (np.sqrt(0.001 * 0.25) + 1e-6) + 0.01 * 2.0)
+        np.testing.assert_allclose(variables[0].numpy(), np.full((6, 5), expected), rtol=1e-6)
+        np.testing.assert_allclose(optimizer.adam_m[0].numpy(), np.full((6, 5), m), rtol=1e-6)

@@ -1,0 +1,125 @@
+"""The Adam update fused by XLA against the same formula run op by op, paired in one process.
+
+  python benchmarks/bench_adam_update.py                  # MiniLM shapes, 32 x 64, 8 rounds
+  python benchmarks/bench_adam_update.py --seq_length=128 --rounds=6
+
+Two identical MiniLM classifiers (22.7M weights, random), one trained by the library's
+`AdamWeightDecay` (each variable's update one XLA-compiled pass), the other by a subclass that
+evaluates the original's formula one TensorFlow operation at a time, as the library did before.
+Each round times one training step (forward, backward, clip, update) and three bare updates of
+each, alternating, so that the machine's drift hits both alike. Prints medians and the median of
+the rounds' step-time ratios, and the float32 matmul peak measured in the same run.
+"""
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from modeling import quiet  # noqa: E402
+
+quiet.install()
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from modeling import BertConfig  # noqa: E402
+from modeling.models.classifier import BertClassifier  # noqa: E402
+from modeling.training import optimization  # noqa: E402
+
+MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536, hidden_act="gelu_exact")
+
+
+class OpByOpAdamWeightDecay(optimization.AdamWeightDecay):
+    """The reference: the same update, each term a separate TensorFlow operation."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        with tf.control_dependencies(self._previous_assignments):
+            index = self._get_variable_index(variable)
+            m, v = self.adam_m[index], self.adam_v[index]
+            gradient = tf.convert_to_tensor(gradient)
+            next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+            update = next_m / (tf.sqrt(next_v) + self.epsilon)
+            if self.decays[index]:
+                update += self.weight_decay_rate * variable
+            learning_rate = tf.cast(learning_rate, variable.dtype)
+            self._commit([(variable, variable - learning_rate * update),
+                          (m, next_m), (v, next_v)])
+
+
+def compiled_steps(optimizer_class, batch):
+    """Returns (training step, bare update, its gradients) for a fresh model."""
+    model = BertClassifier(BertConfig(**MINILM), 2)
+    optimizer = optimizer_class(optimization.WarmupPolynomialDecay(2e-5, 1000, 100))
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = model(batch, training=True)["loss"]
+        gradients = tape.gradient(loss, model.trainable_variables)
+        clipped, _ = optimization.clip_gradients(gradients)
+        optimizer.apply_gradients(zip(clipped, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def update(gradients):
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return optimizer.iterations
+
+    gradients = [tf.random.normal(v.shape, stddev=1e-3) for v in model.trainable_variables]
+    for _ in range(2):  # trace, compile, warm up
+        step(batch)
+        update(gradients)
+    return step, update, gradients
+
+
+def seconds(function, argument):
+    start = time.perf_counter()
+    function(argument).numpy()
+    return time.perf_counter() - start
+
+
+def matmul_peak():
+    """float32 GFLOP/s of a 2048³ matmul, median of 5."""
+    a = tf.random.normal([2048, 2048])
+    product = tf.function(lambda a: tf.reduce_sum(tf.matmul(a, a)))
+    product(a)
+    return 2 * 2048 ** 3 / statistics.median(seconds(product, a) for _ in range(5)) / 1e9
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq_length", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    shape = (args.batch_size, args.seq_length)
+    batch = {"input_ids": tf.constant(rng.integers(1000, 30000, shape), tf.int32),
+             "input_mask": tf.ones(shape, tf.int32), "token_type_ids": tf.zeros(shape, tf.int32),
+             "label_ids": tf.constant(rng.integers(0, 2, shape[:1]), tf.int32)}
+    jobs = {"fused (XLA)": compiled_steps(optimization.AdamWeightDecay, batch),
+            "op by op": compiled_steps(OpByOpAdamWeightDecay, batch)}
+    peak_before = matmul_peak()
+    steps = {name: [] for name in jobs}
+    updates = {name: [] for name in jobs}
+    for _ in range(args.rounds):
+        for name, (step, update, gradients) in jobs.items():
+            steps[name].append(seconds(step, batch))
+            updates[name].extend(seconds(update, gradients) for _ in range(3))
+    ratios = [fused / reference for fused, reference in zip(*steps.values())]
+    print(f"MiniLM, batch {args.batch_size} x {args.seq_length}, {args.rounds} rounds; float32 "
+          f"matmul peak {peak_before:.0f} GFLOP/s before, {matmul_peak():.0f} after")
+    print(f"{'update':<12} {'update ms':>10} {'step ms':>8}")
+    for name in jobs:
+        print(f"{name:<12} {1000 * statistics.median(updates[name]):>10.0f} "
+              f"{1000 * statistics.median(steps[name]):>8.0f}")
+    print(f"step time, fused / op by op: {statistics.median(ratios):.3f} (median of the rounds; "
+          f"{min(ratios):.3f} to {max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
