@@ -149,12 +149,11 @@ def _ancestors(operation):
     return seen
 
 
-@pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
-def test_compiled_updates_run_one_variable_after_another(optimizer_class):
-    """Each variable's assignments wait for the previous variable's, so the executor never
-    holds several variables' temporaries at once (240 MB of peak memory on MiniLM)."""
-    variables = [keras.Variable(np.ones(shape, np.float32), name=f"w{i}")
-                 for i, shape in enumerate([(4, 3), (3,), (5, 2)])]
+def _traced_update(optimizer_class, shapes):
+    """Variables of `shapes` (all 2.0), their optimizer (lr 0.1), gradients (all 0.5), and a
+    compiled update with its traced graph."""
+    variables = [keras.Variable(np.full(shape, 2.0, np.float32), name=f"w{i}")
+                 for i, shape in enumerate(shapes)]
     optimizer = optimizer_class(learning_rate=0.1)
     optimizer.build(variables)
     gradients = [tf.fill(v.shape, 0.5) for v in variables]
@@ -164,6 +163,15 @@ def test_compiled_updates_run_one_variable_after_another(optimizer_class):
         optimizer.apply_gradients(zip(gradients, variables))
 
     graph = update.get_concrete_function(gradients).graph
+    return optimizer, variables, gradients, update, graph
+
+
+@pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
+def test_compiled_updates_run_one_variable_after_another(optimizer_class):
+    """Each variable's assignments wait for the previous variable's, so the executor never
+    holds several variables' temporaries at once (240 MB of peak memory on MiniLM)."""
+    shapes = [(4, 3), (optimization.FUSED_SIZE + 1,), (3,), (5, 2)]  # fused and op by op
+    optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
     outside = {id(inside): handle for handle, inside in graph.captures}
     owner = {id(v.value.handle): v.path.split("/")[-1].split("_adam")[0]
              for v in variables + list(optimizer.variables)}
@@ -191,17 +199,7 @@ def test_large_variables_are_updated_by_one_xla_compiled_call(optimizer_class):
     computes on a tensor of its size. Small variables are updated op by op, the same formula."""
     large = optimization.FUSED_SIZE
     shapes = [(large // 64 + 3, 64), (5,), (large + 7,), (7, 4)]
-    variables = [keras.Variable(np.full(shape, 2.0, np.float32), name=f"w{i}")
-                 for i, shape in enumerate(shapes)]
-    optimizer = optimizer_class(learning_rate=0.1)
-    optimizer.build(variables)
-    gradients = [tf.fill(v.shape, 0.5) for v in variables]
-
-    @tf.function
-    def update(gradients):
-        optimizer.apply_gradients(zip(gradients, variables))
-
-    graph = update.get_concrete_function(gradients).graph
+    optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
     compiled = [op for op in graph.get_operations()
                 if op.type in ("PartitionedCall", "StatefulPartitionedCall")
                 and op.node_def.attr["_XlaMustCompile"].b]
