@@ -4,8 +4,9 @@
   python benchmarks/bench_adam_update.py --seq_length=128 --rounds=6
 
 Two identical MiniLM classifiers (22.7M weights, random), one trained by the library's
-`AdamWeightDecay` (each variable's update one XLA-compiled pass), the other by a subclass that
-evaluates the original's formula one TensorFlow operation at a time, as the library did before.
+`AdamWeightDecay` (each large variable's update one XLA-compiled pass), the other by a subclass
+that runs the same formula one TensorFlow operation at a time for every variable, as the library
+did before 897968a.
 Each round times one training step (forward, backward, clip, update) and three bare updates of
 each, alternating, so that the machine's drift hits both alike. Prints medians and the median of
 the rounds' step-time ratios, and the float32 matmul peak measured in the same run.
@@ -32,21 +33,8 @@ MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
 
 
 class OpByOpAdamWeightDecay(optimization.AdamWeightDecay):
-    """The reference: the same update, each term a separate TensorFlow operation."""
-
-    def update_step(self, gradient, variable, learning_rate):
-        with tf.control_dependencies(self._previous_assignments):
-            index = self._get_variable_index(variable)
-            m, v = self.adam_m[index], self.adam_v[index]
-            gradient = tf.convert_to_tensor(gradient)
-            next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-            update = next_m / (tf.sqrt(next_v) + self.epsilon)
-            if self.decays[index]:
-                update += self.weight_decay_rate * variable
-            learning_rate = tf.cast(learning_rate, variable.dtype)
-            self._commit([(variable, variable - learning_rate * update),
-                          (m, next_m), (v, next_v)])
+    """The reference: the library's own formula, run op by op for every variable."""
+    _fused_new_values = optimization.AdamWeightDecay._new_values
 
 
 def compiled_steps(optimizer_class, batch):
