@@ -50,7 +50,7 @@ def child(args):
     strategy = distribution.get_strategy("one_device")
     pretrainer = Pretrainer(strategy, BertConfig(**BERT_BASE), 1e-4, 10000, 100, use_xla=xla)
     dataset = tf.data.Dataset.from_tensors(example).repeat()
-    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    iterator = distribution.per_replica_batches(strategy, dataset)
     pretrainer._train_loop(iterator, tf.constant(1))  # compile and warm up
     start = time.perf_counter()
     pretrainer._train_loop(iterator, tf.constant(args.steps))

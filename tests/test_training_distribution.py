@@ -1,4 +1,9 @@
-"""modeling/training/distribution.py: the strategy the flags name, and who the chief is."""
+"""modeling/training/distribution.py: the strategy the flags name, who the chief is, and how
+it is fed."""
+import pathlib
+import platform
+import subprocess
+import sys
 import types
 
 import keras
@@ -8,6 +13,8 @@ from absl import logging
 
 from modeling.training import distribution
 from modeling.training.options import TrainingOptions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_strategies_by_name():
@@ -69,3 +76,59 @@ def test_mixed_bfloat16_on_a_cpu_without_bfloat16_is_warned_of(monkeypatch, tmp_
         keras.mixed_precision.set_dtype_policy("float32")
     assert any("--precision=mixed_bfloat16 on a CPU without bfloat16" in w
                for w in warnings) is warned, warnings
+
+
+# Run in a fresh process: TensorFlow's pin of glibc's malloc policy lasts for the process.
+_MALLOC_PROBE = r"""
+import ctypes, sys
+import tensorflow as tf
+from modeling.training import distribution
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = (ctypes.c_void_p,)
+
+def mmapped_after_a_free():
+    # glibc maps a large block; once one is freed, its dynamic threshold rises above that size
+    # and the next block of the size comes from the heap, unless the threshold is pinned.
+    libc.free(libc.malloc(1 << 20))
+    block = libc.malloc(1 << 20)
+    mapped = libc.mallinfo2().hblks
+    libc.free(block)
+    return libc.mallinfo2().hblks < mapped
+
+strategy = {"one_device": lambda: tf.distribute.OneDeviceStrategy("/cpu:0"),
+            "mirrored": lambda: tf.distribute.MirroredStrategy(["/cpu:0"])}[sys.argv[2]]()
+dataset = tf.data.Dataset.range(4).batch(2)
+if sys.argv[1] == "ours":
+    batches = distribution.per_replica_batches(strategy, dataset)
+else:
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+assert [list(strategy.experimental_local_results(b)[0].numpy()) for b in batches] == [[0, 1], [2, 3]]
+print(mmapped_after_a_free())
+"""
+
+
+@pytest.mark.parametrize("how, strategy, pinned", [
+    ("tensorflow", "one_device", True),  # the fault itself, so that the probe is shown to see it
+    ("ours", "one_device", False),
+    ("ours", "mirrored", False),
+])
+def test_feeding_a_strategy_leaves_glibc_mapping_large_blocks_as_usual(how, strategy, pinned):
+    """TensorFlow's distributed iterators pin glibc's mmap threshold at 128 KiB (Python 3.11):
+    then every large tensor is mmap'd and faulted in afresh at every op, a third of a training
+    process's CPU time in the kernel on some machines. `per_replica_batches` avoids or undoes it."""
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc only")
+    if pinned and sys.version_info[:2] != (3, 11):
+        pytest.skip("TensorFlow pins the threshold under Python 3.11 (its ApplyPython311MemoryPatch)")
+    result = subprocess.run([sys.executable, "-c", _MALLOC_PROBE, how, strategy],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-1] == str(pinned)

@@ -32,7 +32,7 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
         trainer.set_precision("float32")
     assert pretrainer.model.compute_dtype == "float16" and pretrainer.loss_scale is not None
     dataset = tf.data.Dataset.from_tensors(_batch(tiny_config)).repeat()
-    iterator = iter(pretrainer.strategy.experimental_distribute_dataset(dataset))
+    iterator = distribution.per_replica_batches(pretrainer.strategy, dataset)
     before = [v.numpy() for v in pretrainer.model.trainable_variables]
 
     pretrainer.loss_scale.scale.assign(2.0 ** 127)  # loss × scale overflows float32

@@ -80,7 +80,7 @@ class Pretrainer(Trainer):
         """The original's eval metrics over at most `max_eval_steps` batches, in order."""
         totals, batches = {}, 0
         progress = PassProgress("eval", max_eval_steps, "batches", self.progress_seconds)
-        for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
+        for batch in distribution.per_replica_batches(self.strategy, shard_by_data(dataset)):
             if batches >= max_eval_steps:
                 break
             for key, value in self._eval_step(batch).items():

@@ -1,5 +1,7 @@
-"""Picks the `tf.distribute` strategy the TPUEstimator scripts' flags describe."""
+"""Picks the `tf.distribute` strategy the TPUEstimator scripts' flags describe, and feeds it."""
 import tensorflow as tf
+
+from modeling.training import host_memory
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -34,6 +36,25 @@ def get_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=No
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ValueError(f"Unknown distribution strategy {name!r}; expected one of {STRATEGIES}")
+
+
+def per_replica_batches(strategy, dataset):
+    """An iterator over `dataset`'s global batches in the form `strategy.run` takes.
+
+    On one CPU device the batches are the dataset's own: a distributed iterator would add only
+    a MultiDeviceIterator, whose construction pins glibc's malloc policy (`host_memory`). Any
+    other strategy gets its distributed iterator, and the policy is put back after it.
+
+    Args:
+      dataset: a `tf.data.Dataset` of global batches, with the sharding options it needs.
+    """
+    devices = strategy.extended.worker_devices
+    if (isinstance(strategy, tf.distribute.OneDeviceStrategy)
+            and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"):
+        return iter(dataset)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    host_memory.restore()
+    return iterator
 
 
 def is_chief(strategy):

@@ -211,8 +211,8 @@ class Trainer:
         step = self.global_step
         if step >= num_train_steps:
             return step
-        iterator = iter(self.strategy.experimental_distribute_dataset(
-            shard_by_data(dataset_fn(step))))
+        iterator = distribution.per_replica_batches(self.strategy,
+                                                    shard_by_data(dataset_fn(step)))
         summaries = os.path.join(output_dir, "train")
         writer = tf.summary.create_file_writer(summaries) if chief \
             else tf.summary.create_noop_writer()
@@ -314,7 +314,7 @@ class Trainer:
         names = tuple(dict.fromkeys(("example_index",) + tuple(names)))
         parts = {name: [] for name in names}
         progress = PassProgress(what, total, "examples", self.progress_seconds)
-        for batch in self.strategy.experimental_distribute_dataset(shard_by_data(dataset)):
+        for batch in distribution.per_replica_batches(self.strategy, shard_by_data(dataset)):
             for name, value in self._predict_step(batch, names).items():
                 parts[name].append(value.numpy())
             progress.add(len(parts["example_index"][-1]))
