@@ -23,6 +23,16 @@ before it, so that a real error is never lost. It forwards every other line as i
 order, byte for byte (a line not ended within 0.1 s is forwarded as it is), and ends when
 every writer of the pipe (the script and the processes it started) has exited. Only the
 standard library and absl are used: importing this module imports no TensorFlow.
+
+At exit the script does not wait for every writer: a process it started may outlive it
+(multiprocessing's resource tracker holds the pipe until the script's own exit closes its
+end), so waiting for the end of the pipe would wait for itself. It tells the filter on a
+pipe of their own that it is done, and waits only until the filter has forwarded all the
+script wrote (milliseconds); the filter goes on forwarding the others' lines until they end.
+
+Setting TF_CPP_MIN_LOG_LEVEL alone is not enough: at 2 or 3 TensorFlow 2.21 still prints the
+lines of NOISE (they come before its logging is configured). The filter costs one fork of a
+small process, before TensorFlow is imported.
 """
 import atexit
 import importlib.util
@@ -32,7 +42,6 @@ import re
 import select
 import signal
 import sys
-import time
 
 # Whole lines TensorFlow prints at start-up whatever TF_CPP_MIN_LOG_LEVEL says (and one notice
 # it prints at error level), matched on the message after the log prefix
@@ -64,7 +73,7 @@ _LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ [\w.\-]+:\d+\] ")
 LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
 
 _PARTIAL_LINE_SECONDS = 0.1
-_DRAIN_SECONDS = 5.0
+_DRAIN_SECONDS = 5.0  # the longest a script waits for the filter at exit (a filter stuck)
 _installed = False
 
 
@@ -149,19 +158,44 @@ class LineFilter:
         return b"" if text and is_noise(text, self.no_driver_seen) else line
 
 
-def _forward(read_fd, write_fd):
-    """Copies `read_fd` to `write_fd` through a `LineFilter` until end of file."""
+def _forward(read_fd, write_fd, done_fd, ack_fd):
+    """Copies `read_fd` to `write_fd` through a `LineFilter` until end of file. When the
+    script writes to `done_fd` (it is exiting), forwards what the pipe holds, partial line
+    included, then closes `ack_fd`; the script waits for that."""
     line_filter = LineFilter()
+    watched = [read_fd, done_fd]
     while True:
         timeout = _PARTIAL_LINE_SECONDS if line_filter.pending else None
-        ready, _, _ = select.select([read_fd], [], [], timeout)
+        ready, _, _ = select.select(watched, [], [], timeout)
         if not ready:
             _write_all(write_fd, line_filter.flush())
+            continue
+        if done_fd in ready:
+            watched.remove(done_fd)
+            os.set_blocking(read_fd, False)
+            ended = _forward_available(read_fd, write_fd, line_filter)
+            _write_all(write_fd, line_filter.flush())
+            os.close(ack_fd)
+            os.set_blocking(read_fd, True)
+            if ended:
+                return
             continue
         data = os.read(read_fd, 65536)
         if not data:
             _write_all(write_fd, line_filter.flush())
             return
+        _write_all(write_fd, line_filter.feed(data))
+
+
+def _forward_available(read_fd, write_fd, line_filter):
+    """Forwards what non-blocking `read_fd` holds now; True if the pipe has ended."""
+    while True:
+        try:
+            data = os.read(read_fd, 65536)
+        except BlockingIOError:
+            return False
+        if not data:
+            return True
         _write_all(write_fd, line_filter.feed(data))
 
 
@@ -179,6 +213,8 @@ def _filter_stderr():
     if sys.stderr is not None:
         sys.stderr.flush()
     read_fd, write_fd = os.pipe()
+    done_read, done_write = os.pipe()  # the script's "I am exiting", and the filter's answer
+    ack_read, ack_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         # The filter. It ends at end of file, when every writer has exited: signals that a
@@ -188,27 +224,33 @@ def _filter_stderr():
         try:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
                 signal.signal(signum, signal.SIG_IGN)
-            os.close(write_fd)
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 0)
             os.dup2(null, 1)
-            os.closerange(3, read_fd)
-            os.closerange(read_fd + 1, _max_fd())
-            _forward(read_fd, 2)
+            low = 3
+            for kept in sorted((read_fd, done_read, ack_write)):
+                os.closerange(low, kept)
+                low = kept + 1
+            os.closerange(low, _max_fd())
+            _forward(read_fd, 2, done_read, ack_write)
         except BaseException:  # noqa: B036  nothing may escape into the script's code
             code = 1
         finally:
             os._exit(code)
-    os.close(read_fd)
+    for fd in (read_fd, done_read, ack_write):
+        os.close(fd)
     original = os.dup(2)
     os.set_inheritable(original, False)
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    atexit.register(_restore, pid, original)
+    atexit.register(_restore, os.getpid(), original, done_write, ack_read)
 
 
-def _restore(pid, original):
-    """At exit: gives descriptor 2 back, and waits for the filter to forward what is left."""
+def _restore(installer, original, done_write, ack_read):
+    """At exit: gives descriptor 2 back, tells the filter, and waits until it has forwarded
+    what this process wrote. A process forked from the script runs this too, and skips it."""
+    if os.getpid() != installer:
+        return
     try:
         if sys.stderr is not None:
             sys.stderr.flush()
@@ -216,12 +258,12 @@ def _restore(pid, original):
         pass
     os.dup2(original, 2)  # closes this process's end of the pipe
     os.close(original)
-    deadline = time.monotonic() + _DRAIN_SECONDS
-    while time.monotonic() < deadline:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return
-        time.sleep(0.005)
+    try:
+        os.write(done_write, b"x")
+    except OSError:  # the filter is gone
+        return
+    # End of file on ack_read: the filter has forwarded what the pipe held, or has died.
+    select.select([ack_read], [], [], _DRAIN_SECONDS)
 
 
 def _max_fd():

@@ -2,6 +2,8 @@
 written atomically; most through create_pretraining_data.py, as a user runs it."""
 import io
 import os
+import subprocess
+import time
 
 import pytest
 import tensorflow as tf
@@ -10,7 +12,7 @@ from modeling.data import pretraining
 from modeling.data import pretraining_pipeline
 from modeling.text import tokenization
 from conftest import WORDS
-from scripts import run_script
+from scripts import run_script, script_command, script_env
 from test_data_pretraining import RUNS, create, parse
 
 
@@ -115,3 +117,18 @@ def test_outputs_appear_complete_and_leave_no_temporary_file(tmp_path, num_worke
             str(corpus), str(out / "c.tfrecord"), str(vocab), True, options, 12345, 2,
             num_workers=num_workers, progress_stream=io.StringIO())
     assert sorted(os.listdir(out)) == ["a.tfrecord", "b.tfrecord"]
+
+
+def test_a_run_with_workers_exits_right_after_its_last_line(refs, tmp_path):
+    """The workers' resource tracker outlives the script's last line and holds its stderr; the
+    script must not wait for it to end (it waited 5 s, more than a 2 MB corpus takes)."""
+    process = subprocess.Popen(script_command(
+        "create_pretraining_data.py", f"--input_file={refs / 'pretraining_data/corpus_dev.txt'}",
+        f"--output_file={tmp_path / 'out.tfrecord'}", f"--vocab_file={refs / 'vocab/uncased_vocab.txt'}",
+        "--num_workers=2"), stderr=subprocess.PIPE, text=True, env=script_env())
+    last_line = None
+    for line in process.stderr:  # to the end of the pipe: every process holding it has exited
+        last_line, last_line_at = line, time.monotonic()
+    gap = time.monotonic() - last_line_at
+    assert process.wait(timeout=60) == 0
+    assert "Wrote" in last_line and gap < 1.0, (gap, last_line)
