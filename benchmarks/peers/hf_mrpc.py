@@ -1,7 +1,9 @@
 """Peer for the MRPC fine-tuning benchmark (issue 16): Hugging Face transformers on PyTorch,
 `BertForSequenceClassification` from all-MiniLM-L6-v2, on the real GLUE MRPC files, with the
-original BERT protocol (see peer_training.py): lr 2e-5, 3 epochs, batch 32, every pair padded
-to 128 word pieces, float32, 2 threads. Runs in its own venv (README.md beside this file):
+original BERT protocol (see peer_training.py): lr 2e-5, 3 epochs, batch 32, pairs cut to 128
+word pieces, float32, 2 threads; batches padded as --batching says (by default the peer's
+fastest: each to its longest pair, in the Trainer's group_by_length order). Runs in its own
+venv (README.md beside this file):
 
   /work/peer-venv/bin/python benchmarks/peers/hf_mrpc.py --seed=1 --output=/tmp/mrpc_1.json
 
@@ -54,7 +56,8 @@ def read_mrpc(path, limit=0):
 
 def encode(tokenizer, firsts, seconds, labels, max_seq_length):
     """`[CLS] A [SEP] B [SEP]` pairs, cut longest-first to `max_seq_length` and padded to it:
-    dict of int64 tensors [pairs, max_seq_length] (and `labels` [pairs])."""
+    dict of int64 tensors [pairs, max_seq_length] (and `labels` [pairs]). Training cuts each
+    batch to its longest pair unless --batching=padded."""
     features = tokenizer(firsts, seconds, truncation="longest_first", max_length=max_seq_length,
                          padding="max_length", return_tensors="pt")
     features = dict(features)

@@ -35,10 +35,12 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from transformers.trainer_pt_utils import LengthGroupedSampler  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 _NO_DECAY = re.compile(r"LayerNorm|layer_norm|bias")
+BATCHING = ("padded", "dynamic", "grouped")
 _LOG_EVERY = 10
 
 
@@ -56,6 +58,13 @@ def add_common_flags(parser, learning_rate, default_data_dir):
                         help="Fraction of the training steps for linear warm-up.")
     parser.add_argument("--max_steps", type=int, default=0, help="If > 0: run only this many "
                         "of the schedule's steps and skip evaluation, to time training alone.")
+    parser.add_argument("--batching", choices=BATCHING, default="grouped", help=(
+        "padded: every sequence padded to --max_seq_length, batches drawn at random; "
+        "dynamic: the same batches, each padded to its longest sequence only "
+        "(DataCollatorWithPadding); grouped: dynamic, with the batches ordered as the Trainer's "
+        "group_by_length orders them (LengthGroupedSampler), the peer's fastest setting."))
+    parser.add_argument("--torch_compile", action="store_true",
+                        help="Train the model compiled by torch.compile.")
     parser.add_argument("--num_threads", type=int, default=2, help="torch.set_num_threads.")
     parser.add_argument("--data_dir", default=str(default_data_dir),
                         help="Folder of the task's files.")
@@ -174,14 +183,29 @@ def num_train_steps(num_examples, args):
     return steps
 
 
-def batch_order(num_examples, batch_size, num_steps, seed):
+def batch_order(lengths, batch_size, num_steps, seed, batching):
     """Example indices for each step: int64 tensor [num_steps, batch_size], consecutive
-    slices of a stream of per-epoch permutations drawn with `seed`."""
+    slices of a stream of per-epoch orders drawn with `seed`: random permutations, or for
+    "grouped" the orders of transformers' `LengthGroupedSampler` (the Trainer's
+    `group_by_length`: random mega-batches of 50 batches, each sorted by length)."""
     generator = torch.Generator().manual_seed(seed)
     needed = num_steps * batch_size
-    epochs = [torch.randperm(num_examples, generator=generator)
-              for _ in range(-(-needed // num_examples))]
-    return torch.cat(epochs)[:needed].view(num_steps, batch_size)
+    epochs = -(-needed // len(lengths))
+    if batching == "grouped":
+        sampler = LengthGroupedSampler(batch_size, lengths=lengths, generator=generator)
+        orders = [torch.tensor(list(sampler)) for _ in range(epochs)]
+    else:
+        orders = [torch.randperm(len(lengths), generator=generator) for _ in range(epochs)]
+    return torch.cat(orders)[:needed].view(num_steps, batch_size)
+
+
+def cut_to_longest(batch):
+    """The batch's [B, T] tensors cut to [B, t], t its longest `attention_mask` row: what
+    `DataCollatorWithPadding` gives for right-padded sequences. Other tensors as they are."""
+    length = int(batch["attention_mask"].sum(1).max())
+    width = batch["attention_mask"].shape[1]
+    return {name: value[:, :length] if value.dim() == 2 and value.shape[1] == width else value
+            for name, value in batch.items()}
 
 
 def train(model, features, args, num_steps):
@@ -198,22 +222,29 @@ def train(model, features, args, num_steps):
       dict: train_steps, train_examples, train_seconds, train_examples_per_second,
       seconds_per_step_median.
     """
-    num_examples = len(features["labels"])
+    lengths = features["attention_mask"].sum(1).tolist()
     run_steps = args.max_steps or num_steps
     warmup = int(num_steps * args.warmup_proportion)
-    order = batch_order(num_examples, args.batch_size, run_steps, args.seed)
+    order = batch_order(lengths, args.batch_size, run_steps, args.seed, args.batching)
     optimizer = make_optimizer(model, args.learning_rate)
-    print(f"Training: {num_examples} examples, batch {args.batch_size}, {run_steps} of "
-          f"{num_steps} steps ({warmup} warm-up), {torch.get_num_threads()} threads",
+    print(f"Training: {len(lengths)} examples, batch {args.batch_size}, {run_steps} of "
+          f"{num_steps} steps ({warmup} warm-up), batching {args.batching}, "
+          f"{'torch.compile, ' if args.torch_compile else ''}{torch.get_num_threads()} threads",
           file=sys.stderr)
     model.train()
+    forward = torch.compile(model) if args.torch_compile else model
+    tokens = 0
     step_seconds = []
     started = time.perf_counter()
     for step, indices in enumerate(order):
         step_start = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(step, args.learning_rate, num_steps, warmup)
-        loss = model(**{name: tensor[indices] for name, tensor in features.items()}).loss
+        batch = {name: tensor[indices] for name, tensor in features.items()}
+        if args.batching != "padded":
+            batch = cut_to_longest(batch)
+        tokens += batch["attention_mask"].numel()
+        loss = forward(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -227,7 +258,8 @@ def train(model, features, args, num_steps):
     return {"train_steps": run_steps, "train_examples": examples,
             "train_seconds": round(train_seconds, 3),
             "train_examples_per_second": round(examples / train_seconds, 3),
-            "seconds_per_step_median": round(statistics.median(step_seconds), 4)}
+            "seconds_per_step_median": round(statistics.median(step_seconds), 4),
+            "mean_padded_length": round(tokens / examples, 2)}
 
 
 def predict_in_batches(model, features, batch_size):
