@@ -2,9 +2,9 @@
 `BertForTokenClassification` from all-MiniLM-L6-v2, on the real CoNLL-2003 files, with the
 original BERT protocol (see peer_training.py) and the paper's NER recipe (section 4.3): each
 word is split into word pieces and only its first piece carries the word's tag (the others,
-[CLS], [SEP] and padding get label -100: no loss, no prediction); no CRF. Sentences are padded
-to 128 pieces, longer ones cut (1 train and 3 dev sentences of the files staged in shared/:
-their cut-off words are predicted O and still scored). lr defaults to 5e-5, run_ner.py's
+[CLS], [SEP] and padding get label -100: no loss, no prediction); no CRF. Sentences are cut
+to 128 pieces (1 train and 3 dev sentences of the files staged in shared/: their cut-off words
+are predicted O and still scored); training batches are padded as --batching says. lr defaults to 5e-5, run_ner.py's
 default (the paper gives no NER value, only the 2e-5..5e-5 grid); 3 epochs, batch 32.
 
   /work/peer-venv/bin/python benchmarks/peers/hf_conll.py --seed=1 --output=/tmp/conll_1.json
