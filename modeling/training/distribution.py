@@ -41,16 +41,18 @@ def get_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=No
 def per_replica_batches(strategy, dataset):
     """An iterator over `dataset`'s global batches in the form `strategy.run` takes.
 
-    On one CPU device the batches are the dataset's own: a distributed iterator would add only
-    a MultiDeviceIterator, whose construction pins glibc's malloc policy (`host_memory`). Any
-    other strategy gets its distributed iterator, and the policy is put back after it.
+    On one CPU device (or with no strategy) the batches are the dataset's own: a distributed
+    iterator would add only a MultiDeviceIterator, whose construction pins glibc's malloc
+    policy (`host_memory`). Any other strategy gets its distributed iterator, and the policy is
+    put back after it.
 
     Args:
       dataset: a `tf.data.Dataset` of global batches, with the sharding options it needs.
     """
-    devices = strategy.extended.worker_devices
-    if (isinstance(strategy, tf.distribute.OneDeviceStrategy)
-            and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"):
+    default = strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+    one_cpu = (isinstance(strategy, tf.distribute.OneDeviceStrategy) and tf.DeviceSpec.from_string(
+        strategy.extended.worker_devices[0]).device_type == "CPU")
+    if default or one_cpu:
         return iter(dataset)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     host_memory.restore()
