@@ -80,6 +80,8 @@ class InstanceMaker:
         self.vocab_size = len(vocab)
         self.cls_id, self.sep_id, self.mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
         self.is_continuation = [token.startswith("##") for token in vocab]
+        # bit_lengths[i] is (i + 1).bit_length(): what `_shuffle` draws to pick j <= i.
+        self.bit_lengths = [n.bit_length() for n in range(1, options.max_seq_length + 1)]
 
     def _randint(self, low, high):
         # Exactly what random.Random.randint does (randrange -> _randbelow), without its
@@ -88,14 +90,15 @@ class InstanceMaker:
 
     def _shuffle(self, items):
         """Exactly `random.Random.shuffle`: the same `getrandbits` calls (the rejection
-        sampling of `_randbelow`), inlined because this loop is the hottest of the whole run."""
-        getrandbits = self.rng.getrandbits
-        for i in reversed(range(1, len(items))):
-            n = i + 1
-            k = n.bit_length()
-            j = getrandbits(k)
-            while j >= n:
-                j = getrandbits(k)
+        sampling of `_randbelow`), inlined because this loop is the hottest of the whole run.
+        Bit lengths come from a table: computing them took a fifth of the loop's time."""
+        getrandbits, bits = self.rng.getrandbits, self.bit_lengths
+        if len(items) > len(bits):
+            bits = self.bit_lengths = [n.bit_length() for n in range(1, len(items) + 1)]
+        for i in range(len(items) - 1, 0, -1):
+            j = getrandbits(bits[i])  # j <= i, as randbelow(i + 1)
+            while j > i:
+                j = getrandbits(bits[i])
             items[i], items[j] = items[j], items[i]
 
     def from_document(self, documents, document_index):
@@ -172,45 +175,77 @@ class InstanceMaker:
     def _mask(self, input_ids):
         """The original `create_masked_lm_predictions`, in ids.
 
+        Which positions are masked depends on the candidates' shuffle alone; the draws that
+        decide each position's fate come after it, in the order the positions were chosen.
+
         Returns:
           (masked input ids, sorted positions, original ids at those positions).
         """
-        rng, options = self.rng, self.options
-        candidates = []
-        whole_word = options.do_whole_word_mask
-        for index, token in enumerate(input_ids):
-            if token == self.cls_id or token == self.sep_id:
-                continue
-            if whole_word and candidates and self.is_continuation[token]:
-                candidates[-1].append(index)
-            else:
-                candidates.append([index])
+        options = self.options
+        count = min(options.max_predictions_per_seq,
+                    max(1, int(round(len(input_ids) * options.masked_lm_prob))))
+        if options.do_whole_word_mask:
+            positions = self._choose_words(input_ids, count)
+        else:
+            positions = self._choose_tokens(input_ids, count)
+        output = input_ids[:]
+        random_draw, getrandbits = self.rng.random, self.rng.getrandbits
+        mask_id, vocab_size = self.mask_id, self.vocab_size
+        vocab_bits = vocab_size.bit_length()
+        for index in positions:
+            if random_draw() < 0.8:
+                output[index] = mask_id
+            elif random_draw() >= 0.5:  # else the original token stays, 10% of the time
+                # randint(0, vocab_size - 1), as `_randint` draws it.
+                token = getrandbits(vocab_bits)
+                while token >= vocab_size:
+                    token = getrandbits(vocab_bits)
+                output[index] = token
+        positions.sort()
+        return output, positions, [input_ids[index] for index in positions]
+
+    def _choose_tokens(self, input_ids, count):
+        """The first `count` maskable positions after the original's shuffle of them."""
+        candidates = self._maskable_positions(input_ids)
         self._shuffle(candidates)
-        num_to_predict = min(options.max_predictions_per_seq,
-                             max(1, int(round(len(input_ids) * options.masked_lm_prob))))
-        output = list(input_ids)
-        masked = []
-        covered = set()
-        random_draw = rng.random
-        for index_set in candidates:
-            if len(masked) >= num_to_predict:
+        del candidates[count:]
+        return candidates
+
+    def _maskable_positions(self, input_ids):
+        """Every position but those of [CLS] and [SEP], in order."""
+        cls_id, sep_id = self.cls_id, self.sep_id
+        last = len(input_ids) - 1
+        # The usual [CLS] A [SEP] B [SEP], with neither id inside A or B: ranges, found by
+        # C-speed scans, instead of comparing every token in Python.
+        if (input_ids[0] == cls_id and input_ids[last] == sep_id
+                and input_ids.count(cls_id) == 1 and input_ids.count(sep_id) == 2):
+            middle = input_ids.index(sep_id)
+            return [*range(1, middle), *range(middle + 1, last)]
+        return [index for index, token in enumerate(input_ids)
+                if token != cls_id and token != sep_id]
+
+    def _choose_words(self, input_ids, count):
+        """Whole-word masking: the positions of the first shuffled words that fit in `count`.
+
+        A word is a maskable token and the "##" pieces after it. Words never share a
+        position, so the original's check for already covered positions never fires.
+        """
+        words = []
+        is_continuation = self.is_continuation
+        for index in self._maskable_positions(input_ids):
+            if words and is_continuation[input_ids[index]]:
+                words[-1].append(index)
+            else:
+                words.append([index])
+        self._shuffle(words)
+        positions = []
+        for word in words:
+            if len(positions) >= count:
                 break
             # A whole word that would overflow the budget is skipped, not cut.
-            if len(masked) + len(index_set) > num_to_predict:
-                continue
-            if any(index in covered for index in index_set):
-                continue
-            for index in index_set:
-                covered.add(index)
-                if random_draw() < 0.8:
-                    output[index] = self.mask_id
-                elif random_draw() < 0.5:
-                    pass  # keep the original token, 10% of the time
-                else:
-                    output[index] = self._randint(0, self.vocab_size - 1)
-                masked.append(index)
-        masked.sort()
-        return output, masked, [input_ids[index] for index in masked]
+            if len(positions) + len(word) <= count:
+                positions.extend(word)
+        return positions
 
 
 def create_instances(documents, maker, dupe_factor, progress=None):
