@@ -299,7 +299,7 @@ class ExampleEncoder:
 
     def encode(self, instance):
         """Returns the serialized Example (bytes)."""
-        encode = self.varints.encode
+        encode, encode_small = self.varints.encode, self.varints.encode_small
         length = len(instance.input_ids)
         if length > self.max_seq_length:
             raise ValueError(f"instance of {length} tokens exceeds max_seq_length "
@@ -311,8 +311,8 @@ class ExampleEncoder:
         return self.encoder.serialize({
             "input_ids": encode(instance.input_ids) + b"\0" * pad,
             "input_mask": b"\1" * length + b"\0" * pad,
-            "segment_ids": encode(instance.segment_ids) + b"\0" * pad,
-            "masked_lm_positions": encode(instance.masked_lm_positions) + b"\0" * pred_pad,
+            "segment_ids": encode_small(instance.segment_ids) + b"\0" * pad,
+            "masked_lm_positions": encode_small(instance.masked_lm_positions) + b"\0" * pred_pad,
             "masked_lm_ids": encode(instance.masked_lm_ids) + b"\0" * pred_pad,
             "masked_lm_weights": [1.0] * predictions + [0.0] * pred_pad,
             "next_sentence_labels": b"\1" if instance.is_random_next else b"\0",
