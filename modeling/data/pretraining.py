@@ -248,7 +248,7 @@ class InstanceMaker:
         return positions
 
 
-def create_instances(documents, maker, dupe_factor, progress=None):
+def create_instances(documents, maker, dupe_factor, progress=None, convert=None):
     """All instances of a corpus, in the original's order: shuffle the documents, make
     `dupe_factor` passes over them (different masks each time), shuffle the instances.
 
@@ -258,16 +258,20 @@ def create_instances(documents, maker, dupe_factor, progress=None):
       dupe_factor: int.
       progress: optional callable, called with the number of new instances after each
         document.
+      convert: optional callable applied to each instance as it is made, whose results are
+        shuffled and returned instead. Serialized records hold a corpus in a fraction of the
+        memory of `Instance`s, and leave the garbage collector no lists to scan (which,
+        with every instance kept, took a sixth of the run's time).
 
     Returns:
-      list of `Instance`.
+      list of `Instance`, or of what `convert` returns.
     """
     maker.rng.shuffle(documents)
     instances = []
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
             made = maker.from_document(documents, document_index)
-            instances.extend(made)
+            instances.extend(map(convert, made) if convert else made)
             if progress:
                 progress(len(made))
     maker.rng.shuffle(instances)

@@ -196,16 +196,17 @@ def make_shard(task):
     rng = pretraining.shard_rng(task.random_seed, task.shard)
     maker = pretraining.InstanceMaker(tokenizer.vocab, task.options, rng)
     per_document = 1 / max(len(documents), 1)
+    encoder = pretraining.ExampleEncoder(len(tokenizer.vocab), task.options.max_seq_length,
+                                         task.options.max_predictions_per_seq)
     instances = pretraining.create_instances(
         documents, maker, task.dupe_factor,
-        lambda made: _reporter.add(passes=per_document, instances=made))
-    encoder = pretraining.ExampleEncoder(len(tokenizer.vocab), task.options.max_seq_length,
-                                              task.options.max_predictions_per_seq)
+        lambda made: _reporter.add(passes=per_document, instances=made),
+        lambda instance: records.frame(encoder.encode(instance)))
     per_instance = 1 / max(len(instances), 1)
     writers = [open(path, "wb") for path in task.outputs]
     try:
-        for index, instance in enumerate(instances):
-            writers[index % len(writers)].write(records.frame(encoder.encode(instance)))
+        for index, record in enumerate(instances):
+            writers[index % len(writers)].write(record)
             if index % 256 == 255:
                 _reporter.add(written=256 * per_instance)
     finally:
@@ -237,11 +238,12 @@ class Progress:
             self.print()
 
     def fraction(self):
-        # Measured shares of the work: tokenizing 10%, making instances 60%, writing 30%.
+        # Measured shares of the work: tokenizing 20%, making and serializing instances 78%,
+        # writing the records 2%.
         read = self.counts["bytes_read"] / max(self.total_bytes, 1)
         passes = self.counts["passes"] / (self.num_shards * self.dupe_factor)
         written = self.counts["written"] / self.num_shards
-        return min(1.0, 0.1 * read + 0.6 * passes + 0.3 * written)
+        return min(1.0, 0.2 * read + 0.78 * passes + 0.02 * written)
 
     def print(self, final=False):
         self.last = time.time()
