@@ -7,6 +7,7 @@ strings, truncating by moving indices instead of deleting list heads, and serial
 Example straight to bytes (modeling/data/records.py). No TensorFlow is imported here.
 """
 import dataclasses
+import itertools
 import random
 
 from modeling.data import records
@@ -108,6 +109,7 @@ class InstanceMaker:
           list of `Instance`.
         """
         rng, randint = self.rng, self._randint
+        flatten = itertools.chain.from_iterable
         document = documents[document_index]
         max_num_tokens = self.options.max_seq_length - 3  # [CLS], [SEP], [SEP]
         # Mostly fill the whole sequence, sometimes a shorter one, so that fine-tuning on short
@@ -124,7 +126,7 @@ class InstanceMaker:
             chunk_length += len(document[i])
             if i == len(document) - 1 or chunk_length >= target_seq_length:
                 a_end = randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                tokens_a = [token for segment in chunk[:a_end] for token in segment]
+                tokens_a = list(flatten(chunk[:a_end]))
                 if len(chunk) == 1 or rng.random() < 0.5:
                     is_random_next = True
                     tokens_b = self._random_next(documents, document_index,
@@ -133,9 +135,9 @@ class InstanceMaker:
                     i -= len(chunk) - a_end
                 else:
                     is_random_next = False
-                    tokens_b = [token for segment in chunk[a_end:] for token in segment]
+                    tokens_b = list(flatten(chunk[a_end:]))
                 tokens_a, tokens_b = self._truncate_pair(tokens_a, tokens_b, max_num_tokens)
-                input_ids = [self.cls_id] + tokens_a + [self.sep_id] + tokens_b + [self.sep_id]
+                input_ids = [self.cls_id, *tokens_a, self.sep_id, *tokens_b, self.sep_id]
                 segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
                 masked_ids, positions, labels = self._mask(input_ids)
                 instances.append(Instance(masked_ids, segment_ids, positions, labels,
