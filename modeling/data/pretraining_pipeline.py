@@ -357,8 +357,11 @@ class _ProgressSink:
 
 
 def _drain(progress_queue, progress, stop):
+    # It polls for `stop` instead of waiting for a last message, which a worker killed while
+    # writing to the queue could leave unsent; every run with workers ends by waiting up to
+    # one period (0.2 s was 7% of a 2-worker run on 2 MB).
     while not stop.is_set() or not progress_queue.empty():
         try:
-            progress.add(progress_queue.get(timeout=0.2))
+            progress.add(progress_queue.get(timeout=0.01))
         except queue.Empty:
             continue
