@@ -207,7 +207,8 @@ class InstanceMaker:
         return output, positions, [input_ids[index] for index in positions]
 
     def _choose_tokens(self, input_ids, count):
-        """The first `count` maskable positions after the original's shuffle of them."""
+        """The first `count` maskable positions after the original's shuffle of them: each
+        candidate is one position, so the original skips none for overflowing the budget."""
         candidates = self._maskable_positions(input_ids)
         self._shuffle(candidates)
         del candidates[count:]
