@@ -40,6 +40,8 @@ def test_varints_are_protobufs():
         records.varint(128)
     with pytest.raises(IndexError):
         table.encode([200])
+    for values in ([], [0, 1, 127], [0, 128, 5], [3, 199], [127, 199, 1]):
+        assert table.encode_small(values) == table.encode(values)
 
 
 def test_shapes_resolve_the_named_sizes():
@@ -68,10 +70,17 @@ def test_serialized_records_are_examples_in_the_schemas_order_and_shapes():
     assert list(features["scores"].float_list.value) == [0.5, -1.0, 2.0, 3.25]
     assert list(features["label"].int64_list.value) == [7]
     assert list(features["index"].int64_list.value) == [10 ** 12]
+    # The same encoder, other payload lengths (its headers are kept by length).
+    serialized = encoder.serialize({"ids": table.encode([1, 2, 3]), "scores": [0.0] * 4,
+                                    "label": table.encode([300]), "index": b"\0"})
+    features = tf.train.Example.FromString(serialized).features.feature
+    assert list(features["ids"].int64_list.value) == [1, 2, 3]
+    assert list(features["label"].int64_list.value) == [300]
 
 
 @pytest.mark.parametrize("change, message", [
     (dict(ids=records.varint(1) * 4), r"'ids' has 4 values; its schema says 3"),
+    (dict(ids=records.varint(300) + b"\1"), r"'ids' has 2 values; its schema says 3"),
     (dict(scores=[1.0] * 3), r"'scores' has 3 values; its schema says 4"),
     (dict(label=b""), r"'label' has 0 values; its schema says 1"),
     (dict(extra=b"\1"), r"record features .* are not the schema's"),
