@@ -1,0 +1,166 @@
+"""Where a fine-tuning step's time goes, against the speed of its own matmuls (issue 25).
+
+  python benchmarks/bench_step_breakdown.py                    # MiniLM, 32 x 64, 7 rounds
+  python benchmarks/bench_step_breakdown.py --seq_length=128 --rounds=5
+
+A MiniLM classifier (random weights) at the real shapes of an MRPC step: batch 32 and a padded
+length t (64 is about a length bucket's mean, 61). Three compiled functions are timed in turn
+each round: the forward pass (training=True, with the loss), forward and backward (the dense
+gradients), and the whole step (clipping and the original's Adam update too). Then every
+distinct matmul of the step is timed alone at its own shape and transposes: the [B*t, H]
+projections, the feed-forward pair, the attention's batched [t, d] x [d, t] products, and in
+the backward pass each one's two products (the input's gradient and the weight's). Their times,
+each multiplied by how often the step runs it, add up to the step's arithmetic at the speed
+this CPU reaches on those shapes: the limit the step can approach by removing everything else
+(element-wise ops, softmax, LayerNorm, the update, the framework). Medians over rounds.
+"""
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from modeling import quiet  # noqa: E402
+
+quiet.install()
+import tensorflow as tf  # noqa: E402
+
+from modeling import BertConfig  # noqa: E402
+from modeling.models.classifier import BertClassifier  # noqa: E402
+from modeling.training import optimization  # noqa: E402
+
+MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536, hidden_act="gelu_exact")
+
+
+def matmul_inventory(batch, length, config):
+    """The step's matmuls: list of (phase, name, batch dims, m, k, n, transpose_a,
+    transpose_b, count). A [m, k] x [k, n] product, `count` times per step."""
+    rows, hidden, inner = batch * length, config["hidden_size"], config["intermediate_size"]
+    heads = config["num_attention_heads"]
+    depth, layers = hidden // heads, config["num_hidden_layers"]
+    attention = batch * heads
+    inventory = []
+    for name, k, n, per_layer in (("q/k/v/o projection", hidden, hidden, 4),
+                                  ("feed-forward in", hidden, inner, 1),
+                                  ("feed-forward out", inner, hidden, 1)):
+        count = per_layer * layers
+        inventory += [("forward", name, (), rows, k, n, False, False, count),
+                      ("backward", f"{name}: input gradient", (), rows, n, k, False, True, count),
+                      ("backward", f"{name}: weight gradient", (), k, rows, n, True, False,
+                       count)]
+    b = (attention,)
+    inventory += [
+        ("forward", "attention scores Q K^T", b, length, depth, length, False, True, layers),
+        ("forward", "attention context P V", b, length, length, depth, False, False, layers),
+        ("backward", "scores: dQ = dS K", b, length, length, depth, False, False, layers),
+        ("backward", "scores: dK = dS^T Q", b, length, length, depth, True, False, layers),
+        ("backward", "context: dP = dC V^T", b, length, depth, length, False, True, layers),
+        ("backward", "context: dV = P^T dC", b, length, length, depth, True, False, layers)]
+    return inventory
+
+
+def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats):
+    """Median seconds of one such tf.matmul (compiled, inputs resident)."""
+    a = tf.random.normal(dims + ((k, m) if transpose_a else (m, k)))
+    b = tf.random.normal(dims + ((n, k) if transpose_b else (k, n)))
+    product = tf.function(lambda a, b: tf.matmul(a, b, transpose_a=transpose_a,
+                                                 transpose_b=transpose_b)[..., :1, :1])
+    product(a, b).numpy()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a, b).numpy()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def step_functions(batch_inputs):
+    model = BertClassifier(BertConfig(**MINILM), 2)
+    optimizer = optimization.create_optimizer(2e-5, 1000, 100)
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    def gradients():
+        with tf.GradientTape() as tape:
+            loss = model(batch_inputs, training=True)["loss"]
+        return [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+
+    @tf.function
+    def forward():
+        return model(batch_inputs, training=True)["loss"]
+
+    @tf.function
+    def forward_backward():
+        return tf.add_n([tf.reduce_sum(g[:1]) for g in gradients()])
+
+    @tf.function
+    def whole_step():
+        clipped, _ = optimization.clip_gradients(gradients())
+        optimizer.apply_gradients(zip(clipped, variables))
+        return optimizer.iterations
+
+    return {"forward": forward, "forward+backward": forward_backward, "step": whole_step}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--seq_length", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--matmul_repeats", type=int, default=9)
+    args = parser.parse_args()
+    batch, length = args.batch_size, args.seq_length
+    inputs = {"input_ids": tf.random.uniform([batch, length], 0, 30522, tf.int32),
+              "input_mask": tf.ones([batch, length], tf.int32),
+              "token_type_ids": tf.zeros([batch, length], tf.int32),
+              "label_ids": tf.random.uniform([batch], 0, 2, tf.int32)}
+    functions = step_functions(inputs)
+    for function in functions.values():
+        function().numpy()  # trace and warm up
+    times = {name: [] for name in functions}
+    for _ in range(args.rounds):  # interleaved: drift hits every phase alike
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function().numpy()
+            times[name].append(time.perf_counter() - start)
+    measured = {name: statistics.median(values) for name, values in times.items()}
+
+    inventory = matmul_inventory(batch, length, MINILM)
+    rows, implied = [], {"forward": 0.0, "backward": 0.0}
+    for phase, name, dims, m, k, n, transpose_a, transpose_b, count in inventory:
+        seconds = matmul_seconds(dims, m, k, n, transpose_a, transpose_b, args.matmul_repeats)
+        flops = 2 * m * k * n * (dims[0] if dims else 1)
+        implied[phase] += seconds * count
+        rows.append((phase, name, dims, m, k, n, count, seconds, flops / seconds / 1e9))
+    peak = matmul_seconds((), 2048, 2048, 2048, False, False, 5)
+
+    print(f"MiniLM classifier, batch {batch} x {length} tokens, {args.rounds} rounds, medians; "
+          f"2048^3 float32 matmul: {2 * 2048 ** 3 / peak / 1e9:.0f} GFLOP/s")
+    print("\n| phase | matmul | shape (batch) m x k x n | per step | ms each | GFLOP/s |")
+    print("|---|---|---|---:|---:|---:|")
+    for phase, name, dims, m, k, n, count, seconds, gflops in rows:
+        shape = f"({dims[0]}) " if dims else ""
+        print(f"| {phase} | {name} | {shape}{m} x {k} x {n} | {count} | {seconds * 1e3:.3f} | "
+              f"{gflops:.0f} |")
+    forward, backward = measured["forward"], measured["forward+backward"] - measured["forward"]
+    update = measured["step"] - measured["forward+backward"]
+    arithmetic = implied["forward"] + implied["backward"]
+    print("\n| part | measured ms | its matmuls at their own speed, ms | matmul share |")
+    print("|---|---:|---:|---:|")
+    print(f"| forward | {forward * 1e3:.0f} | {implied['forward'] * 1e3:.0f} | "
+          f"{implied['forward'] / forward:.0%} |")
+    print(f"| backward | {backward * 1e3:.0f} | {implied['backward'] * 1e3:.0f} | "
+          f"{implied['backward'] / backward:.0%} |")
+    print(f"| clip + update | {update * 1e3:.0f} | 0 | 0% |")
+    print(f"| whole step | {measured['step'] * 1e3:.0f} | {arithmetic * 1e3:.0f} | "
+          f"{arithmetic / measured['step']:.0%} |")
+    print(f"\nThe step at its matmuls' own speed would take {arithmetic * 1e3:.0f} ms: the "
+          f"step takes {measured['step'] / arithmetic:.2f}x that; {batch / arithmetic:.1f} "
+          f"examples/s is this CPU's limit at these shapes, {batch / measured['step']:.1f} "
+          f"is reached.")
+
+
+if __name__ == "__main__":
+    main()
