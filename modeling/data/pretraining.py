@@ -191,18 +191,12 @@ class InstanceMaker:
         else:
             positions = self._choose_tokens(input_ids, count)
         output = input_ids[:]
-        random_draw, getrandbits = self.rng.random, self.rng.getrandbits
-        mask_id, vocab_size = self.mask_id, self.vocab_size
-        vocab_bits = vocab_size.bit_length()
+        random_draw, mask_id = self.rng.random, self.mask_id
         for index in positions:
             if random_draw() < 0.8:
                 output[index] = mask_id
             elif random_draw() >= 0.5:  # else the original token stays, 10% of the time
-                # randint(0, vocab_size - 1), as `_randint` draws it.
-                token = getrandbits(vocab_bits)
-                while token >= vocab_size:
-                    token = getrandbits(vocab_bits)
-                output[index] = token
+                output[index] = self._randint(0, self.vocab_size - 1)
         positions.sort()
         return output, positions, [input_ids[index] for index in positions]
 
