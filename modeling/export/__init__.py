@@ -1,0 +1,15 @@
+"""SavedModels for TF Serving: raw text in, tokenized in the graph, the task's outputs out.
+
+The exported module needs only TensorFlow and tensorflow-text to load (`import tensorflow_text`
+registers the tokenizer's ops); nothing of this project. Every export is a `ServingModule`, so
+it loads in TF Serving's C++ loader (MetaGraph import, the SavedModel's restore op, a session
+fed and fetched by tensor name) as well as in `tf.saved_model.load`. One module a task.
+"""
+from modeling.export.base import LABELS_ASSET, ServingModule, save_versioned
+from modeling.export.classifier import ClassifierExport
+from modeling.export.multiple_choice import MultipleChoiceExport
+from modeling.export.squad import SquadExport
+from modeling.export.tagger import TaggerExport
+
+__all__ = ["LABELS_ASSET", "ServingModule", "save_versioned", "ClassifierExport",
+           "MultipleChoiceExport", "SquadExport", "TaggerExport"]
