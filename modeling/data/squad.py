@@ -4,27 +4,24 @@
 
 A context longer than the model's sequence is seen through several windows ("doc spans") of
 at most `max_seq_length - len(query) - 3` word pieces, each starting `doc_stride` pieces after
-the previous one. A token then appears in several windows; `token_is_max_context` marks the one
-window where it has the most context on both sides, the only one whose prediction for it counts.
+the previous one (`modeling.data.windows`). A token then appears in several windows;
+`token_is_max_context` marks the one window where it has the most context on both sides, the
+only one whose prediction for it counts.
 
 No TensorFlow is imported here.
 """
-import collections
 import dataclasses
 import json
 
 from absl import logging
 
 from modeling import files
-from modeling.data import records
+from modeling.data import records, windows
 from modeling.text import tokenization
 
 # The first feature's `unique_id`, as in the original; the model's outputs are matched back
 # to features by this id.
 _FIRST_UNIQUE_ID = 1000000000
-
-_DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
-
 
 def max_tokens_for_doc(max_seq_length, query_length):
     """How many context pieces a window holds: `[CLS] query [SEP] window [SEP]` fills
@@ -261,42 +258,6 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
     return input_start, input_end
 
 
-def _check_is_max_context(doc_spans, cur_span_index, position):
-    """Whether window `cur_span_index` is the best one for the piece at `position`.
-
-    A piece's score in a window is the smaller of its left and right context, plus
-    0.01 * the window's length to prefer longer windows; the first window with the best
-    score wins, so that exactly one window is "max context" for each piece.
-    """
-    best_score = None
-    best_span_index = None
-    for span_index, doc_span in enumerate(doc_spans):
-        end = doc_span.start + doc_span.length - 1
-        if position < doc_span.start or position > end:
-            continue
-        num_left_context = position - doc_span.start
-        num_right_context = end - position
-        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
-        if best_score is None or score > best_score:
-            best_score = score
-            best_span_index = span_index
-    return cur_span_index == best_span_index
-
-
-def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-    """The windows over `num_tokens` pieces: each at most `max_tokens_for_doc` long, the next
-    starting `doc_stride` later, the last one ending at the last piece; [] for no pieces."""
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_tokens:
-        length = min(num_tokens - start_offset, max_tokens_for_doc)
-        doc_spans.append(_DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
-
-
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                  max_query_length, is_training, output_fn):
     """Cuts each example into windows and passes their `InputFeatures` to `output_fn`.
@@ -351,8 +312,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
                 example.orig_answer_text)
 
-        doc_spans = _doc_spans(len(all_doc_tokens),
-                               max_tokens_for_doc(max_seq_length, len(query_tokens)), doc_stride)
+        doc_spans = windows.spans(len(all_doc_tokens),
+                                  max_tokens_for_doc(max_seq_length, len(query_tokens)),
+                                  doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
             tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
             segment_ids = [0] * len(tokens)
@@ -360,8 +322,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             token_is_max_context = {}
             for split_token_index in range(doc_span.start, doc_span.start + doc_span.length):
                 token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-                token_is_max_context[len(tokens)] = _check_is_max_context(
-                    doc_spans, doc_span_index, split_token_index)
+                token_is_max_context[len(tokens)] = (
+                    windows.max_context_index(doc_spans, split_token_index) == doc_span_index)
                 tokens.append(all_doc_tokens[split_token_index])
             tokens.append("[SEP]")
             segment_ids += [1] * (doc_span.length + 1)

@@ -1,0 +1,56 @@
+"""The one windows rule for long inputs, in Python and in the graph (they must agree)."""
+import itertools
+
+import numpy as np
+import pytest
+
+from modeling.data import windows
+
+
+def test_spans_are_the_original_doc_spans():
+    # The original run_squad.py's loop, for 10 pieces, windows of 4, stride 3.
+    assert windows.spans(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+    assert windows.spans(11, 4, 3) == [(0, 4), (3, 4), (6, 4), (9, 2)]
+    # A stride beyond the window never skips a piece.
+    assert windows.spans(10, 4, 9) == [(0, 4), (4, 4), (8, 2)]
+    assert windows.spans(0, 4, 2) == []
+    assert windows.spans(3, 4, 2) == [(0, 3)]
+
+
+def test_every_piece_has_exactly_one_max_context_window_that_holds_it():
+    all_spans = windows.spans(23, 8, 3)
+    for position in range(23):
+        index = windows.max_context_index(all_spans, position)
+        start, length = all_spans[index]
+        assert start <= position < start + length
+    assert windows.max_context_index(all_spans, 23) is None
+    # Piece 4 sits in [0, 8) with left 4 and right 3, in [3, 11) with left 1: the first wins.
+    assert windows.max_context_index(all_spans, 4) == 0
+
+
+@pytest.mark.parametrize("bad", [(0, 1), (1, 0)])
+def test_an_empty_window_or_stride_is_refused(bad):
+    with pytest.raises(ValueError, match="must be at least 1"):
+        windows.spans(5, *bad)
+
+
+def test_the_graph_builds_the_same_windows_and_max_context():
+    graph_windows = pytest.importorskip("modeling.export.windows")
+    num_tokens = np.arange(30)
+    for window, stride in itertools.product((1, 2, 5, 8), (1, 3, 4, 9)):
+        starts, lengths = graph_windows.spans(num_tokens, window, stride)
+        best = graph_windows.max_context_windows(starts, lengths).to_list()
+        starts, lengths = starts.to_list(), lengths.to_list()
+        for row, n in enumerate(num_tokens):
+            expected = windows.spans(int(n), window, stride)
+            got = list(zip(starts[row], lengths[row]))
+            assert got == [tuple(span) for span in expected], (n, window, stride)
+            assert best[row] == [
+                windows.max_context_index(expected, p) for p in range(n)], (n, window, stride)
+
+
+def test_first_argmax_takes_the_first_of_equal_values():
+    graph_windows = pytest.importorskip("modeling.export.windows")
+    values = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+    assert graph_windows.first_argmax(values, axis=1).numpy().tolist() == [1, 0]
+    assert graph_windows.first_argmax(values.T, axis=0).numpy().tolist() == [1, 0]
