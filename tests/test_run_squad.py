@@ -9,7 +9,7 @@ from modeling import BertConfig
 from modeling.checkpoints import name_based
 from modeling.models.squad import BertSpanModel
 from scripts import run_on_logical_cpus, run_script
-from serving import assert_same_outputs, read_features, serve
+from serving import assert_same_outputs, read_features, serve, serve_once
 
 SEQ = 192  # every context of tiny_squad_v2.json fits one window
 
@@ -94,18 +94,75 @@ def test_savedmodel_answers_like_run_squad_in_a_tensorflow_only_process(trained)
     assert_same_outputs(text["session"], text["object_loader"])
     assert_same_outputs(logits["session"], logits["object_loader"])
     assert len(logits["session"]["start_logits"]) == 10  # one window per question here
-    predictions = json.loads((root / "out/predictions.json").read_text())
-    answers = text["session"]
-    for qid, context, answer, start, end in zip(ids, contexts, answers["answer"],
-                                                answers["start_char"], answers["end_char"]):
-        expected = predictions[qid]
-        if expected == "":
-            assert (answer, start, end) == ("", -1, -1), qid
-            continue
-        assert context[start:end] == answer, qid
-        # Whole words, where the original may cut inside one ("##ed"): ours contains it.
-        assert expected in answer and len(answer.split()) <= len(expected.split()) + 1, (
-            qid, expected, answer)
+    assert_served_like_predictions_json(root / "out", ids, contexts, text["session"])
+
+
+def assert_served_like_predictions_json(out, ids, contexts, answers):
+    """The served answers are run_squad.py's predictions.json and null_odds.json, and their
+    offsets locate them in the context (whose whitespace the original joins with one space)."""
+    predictions = json.loads((out / "predictions.json").read_text())
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    served = dict(zip(ids, answers["answer"]))
+    assert served == {qid: predictions[qid] for qid in ids}
+    for qid, context, answer, start, end, diff in zip(
+            ids, contexts, answers["answer"], answers["start_char"], answers["end_char"],
+            answers["null_score_diff"]):
+        assert diff == pytest.approx(null_odds[qid], rel=1e-5, abs=1e-5), qid
+        if answer == "":
+            assert (start, end) == (-1, -1), qid
+        else:
+            assert " ".join(context[start:end].split()) == answer, qid
+
+
+def lengthened(path, paragraphs):
+    """A SQuAD file whose contexts are `paragraphs` consecutive ones of an article joined."""
+    data = json.loads(path.read_text("utf-8"))
+    for article in data["data"]:
+        joined = []
+        for first in range(0, len(article["paragraphs"]), paragraphs):
+            group = article["paragraphs"][first:first + paragraphs]
+            context = "\n\n".join(p["context"] for p in group)
+            qas = []
+            for index, paragraph in enumerate(group):
+                shift = sum(len(p["context"]) + 2 for p in group[:index])
+                qas += [dict(qa, answers=[dict(a, answer_start=a["answer_start"] + shift)
+                                          for a in qa["answers"]]) for qa in paragraph["qas"]]
+            joined.append({"context": context, "qas": qas})
+        article["paragraphs"] = joined
+    return data
+
+
+def test_the_savedmodel_reads_every_window_of_a_long_context_as_run_squad(trained, tmp_path):
+    """Contexts of three paragraphs read through windows of 64 (four or more a question):
+    the served answers are predictions.json's, through the session loader for every
+    question and TF Serving's own C++ loader for those it can send (one-line contexts)."""
+    root, _ = trained
+    squad = lengthened(REFS / "squad/tiny_squad_v2.json", 3)
+    predict_file = tmp_path / "long.json"
+    predict_file.write_text(json.dumps(squad))
+    run_script("run_squad.py", *squad_flags(
+        root / "config.json", tmp_path / "out", "--do_predict", f"--predict_file={predict_file}",
+        f"--init_checkpoint={root / 'out/export/bert_model.ckpt'}", "--doc_stride=16",
+        f"--export_dir={tmp_path / 'serving'}", seq=64))
+    rows = [(qa["id"], qa["question"], paragraph["context"]) for article in squad["data"]
+            for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    ids, questions, contexts = zip(*rows)
+    features = read_features(tmp_path / "out/eval.tf_record", 64)["input_ids"]
+    assert len(features) >= 3 * len(rows)
+    version = next(p for p in (tmp_path / "serving").iterdir() if p.name.isdigit())
+    (answers,) = serve(version, [("serving_default", {"question": list(questions),
+                                                      "context": list(contexts)})])
+    assert_served_like_predictions_json(tmp_path / "out", ids, contexts, answers["session"])
+    # TF Serving's C++ loader takes rows without line breaks: the contexts that have none.
+    one_line = [row for row in rows if "\n" not in row[2]]
+    assert len(one_line) >= 3
+    ids, questions, contexts = zip(*one_line)
+    status, answers, stderr = serve_once(version, "serving_default",
+                                         strings={"question": list(questions),
+                                                  "context": list(contexts)})
+    assert status == 0, stderr[-2000:]
+    answers["answer"] = [a.decode() if isinstance(a, bytes) else a for a in answers["answer"]]
+    assert_served_like_predictions_json(tmp_path / "out", ids, contexts, answers)
 
 
 def test_predictions_are_deterministic_from_the_checkpoint_alone(trained, tmp_path):

@@ -312,30 +312,3 @@ def test_packed_features_are_the_inputs_of_bert_model(tiny_config):
     np.testing.assert_array_equal(features["token_type_ids"], [[0, 0, 0, 0, 1, 1, 0],
                                                                [0, 0, 0, 1, 1, 1, 0]])
     assert outputs["sequence_output"].shape == (2, 7, tiny_config.hidden_size)
-
-# ---------------------------------------------------------------- ids with word offsets
-
-
-@pytest.mark.parametrize("jsonl, vocab_name, do_lower_case", GOLDEN_CASES)
-def test_word_offsets_give_the_original_ids_and_words(jsonl, vocab_name, do_lower_case):
-    rows = _read_rows(_refs() / "tokenization" / jsonl)
-    graph, python = _tokenizers(vocab_name, do_lower_case)
-    # Invalid UTF-8 has no character offsets; the corpus is valid.
-    texts = [row["text"] for row in rows] + SPECIAL_TEXTS
-    ids, starts, limits = graph.tokenize_with_word_offsets(tf.constant(texts))
-    expected = [row["ids"] for row in rows] + _python_ids(python, SPECIAL_TEXTS)
-    sigma = "\u03a3"  # lower-cased by its context in the word, not the whitespace token
-    mismatches = [text for text, got, want in zip(texts, ids.to_list(), expected)
-                  if got != want and sigma not in text]
-    assert mismatches == []
-    for text, row_ids, row_starts, row_limits in zip(texts, ids.to_list(), starts.to_list(),
-                                                     limits.to_list()):
-        data = text.encode("utf-8")
-        spans = list(zip(row_starts, row_limits))
-        assert all(0 <= a < b <= len(data) for a, b in spans), text
-        assert spans == sorted(spans), text
-        # Each word's bytes tokenize to the ids that point at it, in order.
-        words = list(dict.fromkeys(spans))
-        word_ids = [[i for i, span in zip(row_ids, spans) if span == word] for word in words]
-        if sigma not in text:
-            assert word_ids == _python_ids(python, [data[a:b].decode() for a, b in words]), text

@@ -44,11 +44,11 @@ _PrelimPrediction = collections.namedtuple(
 _NbestPrediction = collections.namedtuple("_NbestPrediction", ["text", "start_logit", "end_logit"])
 
 # The running minimum of null scores starts here, "large and positive", as in the original.
-_NULL_SCORE_START = 1000000
+NULL_SCORE_START = 1000000
 
 # The original's stand-in when an example has no candidate at all (only possible for v1,
 # since v2 always has the null answer).
-_EMPTY_PREDICTION = _NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0)
+EMPTY_PREDICTION = _NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0)
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
@@ -141,8 +141,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
             continue
         best_non_null = next((entry for entry in entries if entry.text), None)
         if best_non_null is None:  # The original crashes here (#1106).
-            null_odds[example.qas_id] = (score_null - _EMPTY_PREDICTION.start_logit
-                                         - _EMPTY_PREDICTION.end_logit)
+            null_odds[example.qas_id] = (score_null - EMPTY_PREDICTION.start_logit
+                                         - EMPTY_PREDICTION.end_logit)
             predictions[example.qas_id] = ""
             continue
         score_diff = score_null - best_non_null.start_logit - best_non_null.end_logit
@@ -156,7 +156,7 @@ def _nbest(example, features, results, n_best_size, max_answer_length, do_lower_
            version_2_with_negative, verbose_logging):
     """One example's n-best list of `_NbestPrediction`s, best first, and its null score."""
     prelim_predictions = []
-    score_null = _NULL_SCORE_START
+    score_null = NULL_SCORE_START
     null_prediction = _PrelimPrediction(0, 0, 0, 0, 0)
     for feature_index, (feature, (start_logits, end_logits)) in enumerate(zip(features, results)):
         if version_2_with_negative:
@@ -194,7 +194,7 @@ def _nbest(example, features, results, n_best_size, max_answer_length, do_lower_
         entries.append(_NbestPrediction("", null_prediction.start_logit,
                                         null_prediction.end_logit))
     if not entries:
-        entries.append(_EMPTY_PREDICTION)
+        entries.append(EMPTY_PREDICTION)
     return entries, score_null
 
 

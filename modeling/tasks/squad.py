@@ -170,4 +170,5 @@ class SquadTask(fine_tuning.Task):
         return export.SquadExport(
             context.trainer.model, options.vocab_file, options.do_lower_case,
             options.max_seq_length, self.max_query_length, self.max_answer_length,
-            self.version_2_with_negative, self.null_score_diff_threshold)
+            self.version_2_with_negative, self.null_score_diff_threshold, self.doc_stride,
+            self.n_best_size)

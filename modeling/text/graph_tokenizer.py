@@ -295,10 +295,6 @@ class GraphTokenizer(tf.Module):
                 set(complex_chars.tolist()) | set(_SURROGATES)) + "]*"
         split_class = "[" + _regex_ranges(tables.split) + "]"
         self._split_pattern = "(" + split_class + ")"
-        spaces = set(_SEPARATORS) | {cp for cp in range(_NUM_CODE_POINTS)
-                                     if unicodedata.category(chr(cp)) == "Zs"}
-        self._word_delimiters = "[" + _regex_ranges(spaces) + "]|" + split_class
-        self._kept_delimiters = split_class
         self._plan_word_fixes(tables, vocab, vocab_file, max_input_chars_per_word)
 
         self._vocab_tensor = tf.constant(self.vocab)
@@ -369,41 +365,13 @@ class GraphTokenizer(tf.Module):
 
     def tokenize_to_tokens(self, texts):
         """Returns the WordPiece tokens (tf.string, shaped as `tokenize`) of each string."""
-        ids = self.tokenize(texts)
+        return self.id_to_token(self.tokenize(texts))
+
+    def id_to_token(self, ids):
+        """The vocab's token of each id (int, any shape or ragged): tf.string, same shape."""
         if isinstance(ids, tf.RaggedTensor):
-            return ids.with_flat_values(tf.gather(self._vocab_tensor, ids.flat_values))
+            return ids.with_flat_values(self.id_to_token(ids.flat_values))
         return tf.gather(self._vocab_tensor, ids)
-
-    def tokenize_with_word_offsets(self, texts):
-        """Returns the WordPiece ids of each string and, for each id, the byte span of its word.
-
-        A word is a token of the original `BasicTokenizer`: text between whitespace, or one
-        punctuation character or CJK ideograph. The ids are those of `tokenize` but for one
-        case: Python lower-cases a capital sigma by its context in the whole
-        whitespace-separated token, here by its context in the word.
-
-        Args:
-            texts: tf.string [B], valid UTF-8.
-
-        Returns:
-            (ids, starts, limits): tf.RaggedTensor int32 [B, (tokens)], and int64 [B, (tokens)]
-            byte offsets of the start and end (exclusive) of each token's word in its string.
-        """
-        # The splitter stops at a NUL byte; \x01, also dropped, keeps the offsets.
-        texts = tf.strings.regex_replace(texts, "\x00", "\x01")
-        words, starts, limits = tf_text.regex_split_with_offsets(
-            texts, self._word_delimiters, self._kept_delimiters)
-        pieces = self._wordpiece.tokenize(self._fix_words(self._normalize(words.flat_values)))
-        counts = pieces.row_lengths()
-        per_text = tf.math.segment_sum(counts, words.value_rowids())
-        per_text = tf.concat([per_text, tf.zeros(
-            [tf.shape(texts, out_type=tf.int64)[0] - tf.shape(per_text, out_type=tf.int64)[0]],
-            tf.int64)], axis=0)  # texts without words at the end of the batch
-
-        def per_token(values):
-            return tf.RaggedTensor.from_row_lengths(tf.repeat(values, counts), per_text)
-        return (tf.RaggedTensor.from_row_lengths(pieces.flat_values, per_text),
-                per_token(starts.flat_values), per_token(limits.flat_values))
 
     def basic_tokenize(self, texts):
         """Returns `BasicTokenizer`'s words: cleaned, lower-cased if so, split at punctuation.
