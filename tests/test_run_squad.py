@@ -184,6 +184,17 @@ def test_short_windows_give_several_features_per_question(trained, tmp_path):
     assert sorted(ours) == sorted(ref)
 
 
+def test_a_stride_without_overlap_is_refused_naming_the_flag(tmp_path):
+    require_shared()
+    config = write_config(tmp_path / "config.json")
+    process = run_script("run_squad.py", *squad_flags(config, tmp_path / "out", "--do_predict",
+                                                      "--allow_untrained", "--doc_stride=45",
+                                                      seq=64), check=False)
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert "--doc_stride=45" in process.stderr and "free length, 45" in process.stderr
+    assert "Traceback" not in process.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"version": "v2.0"}', "no 'data' list"),
     ("not json", "not JSON"),

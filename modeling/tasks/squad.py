@@ -87,6 +87,13 @@ class SquadTask(fine_tuning.Task):
             raise ValueError(f"--max_seq_length={options.max_seq_length} leaves no room for the "
                              f"document after a question of --max_query_length="
                              f"{self.max_query_length} tokens, [CLS] and two [SEP]")
+        free = squad_data.max_tokens_for_doc(options.max_seq_length, self.max_query_length)
+        if self.doc_stride >= free:
+            raise ValueError(f"--doc_stride={self.doc_stride} must be below the window's "
+                             f"free length, {free} pieces (--max_seq_length="
+                             f"{options.max_seq_length} after a question of "
+                             f"--max_query_length={self.max_query_length}, [CLS] and two "
+                             f"[SEP]): windows would not overlap")
 
     def read(self, options, tokenizer):
         self.train, self.test = [], []
