@@ -513,6 +513,50 @@ def test_resuming_the_checkpoints_of_another_model_says_so(tmp_path, tiny_config
     assert (tmp_path / "ckpt-1.index").exists()
 
 
+def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vocab,
+                                                                    config_file):
+    from modeling.tasks import pretraining
+    from modeling.training import output_lock
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+    with output_lock.held(str(out)):
+        # Every fine-tuning script trains through fine_tuning.run, as run_classifier does.
+        process = _classifier(tmp_path, vocab, "--do_train", "--max_seq_length=16",
+                              "--train_batch_size=2")
+        options = pretraining.PretrainingOptions(
+            output_dir=str(out), bert_config_file=str(config_file), do_train=True,
+            input_file=str(tmp_path / "absent.tfrecord"))
+        with pytest.raises(ValueError, match=f"pid {os.getpid()} "):
+            pretraining.run(options)
+    _one_line_error(process, f"--output_dir={out}", f"pid {os.getpid()} ")
+    assert os.listdir(out) == []
+
+
+def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
+    import signal
+    from modeling.training import output_lock
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from modeling.training import output_lock; "
+         "lock = output_lock.held(sys.argv[1]); lock.__enter__(); print('held', flush=True); "
+         "time.sleep(60)",
+         str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(ValueError, match=f"pid {holder.pid} "):
+        with output_lock.held(str(tmp_path)):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    holder.stdout.close()
+    with caplog.at_level("WARNING", logger="absl"):
+        with output_lock.held(str(tmp_path)):
+            assert f"pid {os.getpid()} " in (tmp_path / "training.lock").read_text()
+    assert [r for r in caplog.records if "Took over" in r.getMessage()
+            and f"pid {holder.pid} " in r.getMessage()]
+    assert not (tmp_path / "training.lock").exists()
+
+
 def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
     """A real full disk: --output_dir on a 300 KB tmpfs, mounted in a user namespace of the
     script's own (where the kernel lets unprivileged users make one). The records fit; the
