@@ -586,3 +586,13 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tm
         capture_output=True, text=True, env=script_env(), timeout=600)
     _one_line_error(process, f"{out / 'ckpt-1'}: no space left on device", "MB needed")
     assert sorted(process.stdout.split()) == ["train", "train.tf_record"], process.stdout
+
+
+def test_converting_a_keras_file_onto_itself_is_refused(tmp_path, tiny_model_files):
+    model = tmp_path / "model.keras"
+    model.write_bytes((tiny_model_files / "model.keras").read_bytes())
+    process = run_script("convert_checkpoint.py", f"--input={model}", f"--output={model}",
+                         check=False)
+    _one_line_error(process, f"--output={model}")
+    assert model.read_bytes() == (tiny_model_files / "model.keras").read_bytes()
+    assert os.listdir(tmp_path) == ["model.keras"]
