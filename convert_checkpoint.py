@@ -27,7 +27,7 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, cli
+from modeling import BertConfig, cli, files
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface
 from modeling.checkpoints import huggingface_config
@@ -76,11 +76,35 @@ def _beside(ckpt_path, flag_value, filename):
     return path
 
 
+def _check_output(input_path, output):
+    """Refuses, before any work, an output that is the input, or a Keras file's name for the
+    original checkpoint that a Hugging Face folder or a Keras file converts to: that is two
+    files, <prefix>.index and <prefix>.data-00000-of-00001, and a .keras beside them would be
+    no Keras file."""
+    if "://" not in input_path + output and files.same_file(input_path, output):
+        raise ValueError(f"--output={output} is also the input; refusing to write over it")
+    keras_input = next((s for s in _KERAS_SUFFIXES if input_path.endswith(s)), None)
+    source = ("a Hugging Face folder" if _is_hf_folder(input_path) else
+              f"a {keras_input} file" if keras_input else None)
+    if source and output.endswith(_KERAS_SUFFIXES):
+        prefix = os.path.join(os.path.dirname(output), "bert_model.ckpt")
+        raise ValueError(f"--output={output}: {source} converts to an original checkpoint, "
+                         f"the files <prefix>.index and <prefix>.data-00000-of-00001, not to a "
+                         f"Keras file; give a checkpoint prefix, such as --output={prefix}")
+
+
+def _checkpoint_files(prefix):
+    """What a conversion to an original checkpoint wrote: its index and data files."""
+    return " and ".join([prefix + ".index"] + tf.io.gfile.glob(prefix + ".data-*"))
+
+
 def main(_):
+    _check_output(FLAGS.input, FLAGS.output)
     if _is_hf_folder(FLAGS.input):
         result = huggingface.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
         logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; skipped: "
-                     "%s", FLAGS.output, result.architecture, len(result.converted),
+                     "%s", _checkpoint_files(FLAGS.output), result.architecture,
+                     len(result.converted),
                      ", ".join(result.skipped) or "nothing")
         return
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -88,7 +112,7 @@ def main(_):
     if FLAGS.input.endswith(_KERAS_SUFFIXES):
         model = keras_files.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
-                     FLAGS.output)
+                     _checkpoint_files(FLAGS.output))
         return
     if not FLAGS.output.endswith(_KERAS_SUFFIXES):
         config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")

@@ -1,8 +1,11 @@
-"""What every script shares: user errors become one line on stderr and exit status 2."""
+"""What every script shares: user errors (and a full disk) become one line on stderr and exit
+status 2."""
 import os
 import sys
 
 from absl import app, flags
+
+from modeling import files
 
 
 def _fail(error):
@@ -22,11 +25,12 @@ def run(main):
     """Runs an absl `main`, turning the errors a user can cause into a one-line message.
 
     ValueError and FileNotFoundError carry messages that name the file, line or value at fault;
-    a traceback would only bury them. Anything else is a bug and keeps its traceback.
+    a traceback would only bury them. So does `files.OutOfSpace`, a full disk: the user's to
+    fix, and the run's to resume. Anything else is a bug and keeps its traceback.
     """
     def guarded(argv):
         try:
             return main(argv)
-        except (ValueError, FileNotFoundError) as error:
+        except (ValueError, FileNotFoundError, files.OutOfSpace) as error:
             _fail(error)
     app.run(guarded, flags_parser=_parse_flags)

@@ -4,9 +4,11 @@ Local paths need no TensorFlow; remote ones (gs://...) go through `tf.io.gfile`.
 
 The temporary name is `<path>.tmp-<pid>[-<tag>]` (`temp_path`), so that a leftover is
 recognisable and a process can clean up its own; a writer that insists on a suffix (Keras'
-`.keras`) gets it moved to the end (`atomic_path`).
+`.keras`) gets it moved to the end (`atomic_path`). A full disk is one error naming the file
+(`out_of_space`), which every writer goes through.
 """
 import contextlib
+import errno
 import os
 import shutil
 
@@ -48,6 +50,49 @@ def remove_quietly(path):
         pass
 
 
+class OutOfSpace(OSError):
+    """A write that found its disk full (or over quota): `out_of_space` names the file."""
+
+    def __str__(self):
+        return self.strerror  # the message, without OSError's "[Errno 28] "
+
+
+# How a full disk reads in the errors of Python (errno), TensorFlow (ResourceExhaustedError)
+# and h5py (OSError without an errno): the C library's messages for ENOSPC and EDQUOT.
+_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+
+
+@contextlib.contextmanager
+def out_of_space(path, needed=None):
+    """Turns a full disk while writing `path` into one `OutOfSpace` that names it, the space
+    it needed (`needed` bytes, when known) and the space left; other errors pass unchanged.
+    The writer removes what it half wrote, as it does on any error."""
+    try:
+        yield
+    except Exception as error:
+        if isinstance(error, OutOfSpace) or not (
+                getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+                or any(text in str(error) for text in _FULL)):
+            raise
+        space = f"about {_size(needed)} needed, " if needed else ""
+        raise OutOfSpace(errno.ENOSPC, f"{path}: no space left on device to write it ({space}"
+                         f"{_free(path)}); nothing of it was kept") from None
+
+
+def _free(path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if _is_remote(path) or not os.path.isdir(directory):
+        return "the space left is unknown"
+    return f"{_size(shutil.disk_usage(directory).free)} free in {directory}"
+
+
+def _size(count):
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="w", tag=""):
     """Opens a temporary file for writing; on success it replaces `path`, on error it goes.
@@ -57,15 +102,16 @@ def atomic_write(path, mode="w", tag=""):
     """
     temp = temp_path(path, tag)
     try:
-        if _is_remote(path):
-            import tensorflow as tf
-            with tf.io.gfile.GFile(temp, mode) as writer:
-                yield writer
-        else:
-            text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
-            with open(temp, mode, **text) as writer:
-                yield writer
-        replace(temp, path)
+        with out_of_space(path):
+            if _is_remote(path):
+                import tensorflow as tf
+                with tf.io.gfile.GFile(temp, mode) as writer:
+                    yield writer
+            else:
+                text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+                with open(temp, mode, **text) as writer:
+                    yield writer
+            replace(temp, path)
     except BaseException:
         remove_quietly(temp)
         raise
@@ -89,8 +135,9 @@ def atomic_path(path, tag="", suffix=""):
     remove_stale_temps(stem, suffix)  # a killed writer's half-written file or directory
     temp = temp_path(stem, tag) + suffix
     try:
-        yield temp
-        replace(temp, path)
+        with out_of_space(path):
+            yield temp
+            replace(temp, path)
     except BaseException:
         remove_quietly(temp)
         raise
@@ -103,7 +150,8 @@ def write_eval_results(results, path, keys=None):
             writer.write(f"{key} = {results[key]}\n")
 
 
-def _same_file(a, b):
+def same_file(a, b):
+    """Whether two local paths name one file or directory (through links too), existing or not."""
     a, b = os.path.realpath(a), os.path.realpath(b)
     if a == b:
         return True
@@ -130,7 +178,7 @@ def check_outputs(outputs, inputs=(), flag="--output_file"):
         if _is_remote(path):
             continue
         for source in inputs:
-            if not _is_remote(source) and _same_file(path, source):
+            if not _is_remote(source) and same_file(path, source):
                 raise ValueError(f"{flag}={path} is also an input; refusing to write over it")
         if os.path.isdir(path):
             raise ValueError(f"{flag}={path} is a directory, not a file")

@@ -412,3 +412,187 @@ def test_a_damaged_keras_file_is_one_line(tmp_path, config_file, kind, damage):
                          f"--bert_config_file={config_file}", check=False)
     line = _one_line_error(process, path)
     assert "not found" not in line.lower() and "exist" not in line, line  # it does exist
+
+
+# --- Checkpoints and output folders (issue 27) -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_model_files(tmp_path_factory):
+    """A tiny `BertModel` for the 10-token vocabulary, written once: config.json,
+    ckpt/bert_model.ckpt (original format) and model.keras."""
+    from modeling import BertConfig, BertModel
+    from modeling.checkpoints import name_based
+    directory = tmp_path_factory.mktemp("tiny_model")
+    settings = json.loads(CONFIG.read_text())
+    settings["vocab_size"] = 10
+    (directory / "config.json").write_text(json.dumps(settings))
+    model = BertModel(BertConfig.from_json_file(directory / "config.json"))
+    name_based.save_original(model, str(directory / "ckpt" / "bert_model.ckpt"))
+    model.save(directory / "model.keras")
+    return directory
+
+
+@pytest.mark.parametrize("script, damaged", [("extract_features.py", ".data-00000-of-00001"),
+                                             ("convert_checkpoint.py", ".index")])
+def test_a_truncated_checkpoint_is_named_by_every_reader(tmp_path, vocab, tiny_model_files,
+                                                         script, damaged):
+    ckpt = tmp_path / "bert_model.ckpt"
+    for source in (tiny_model_files / "ckpt").glob("bert_model.ckpt.*"):
+        content = source.read_bytes()
+        half = source.name.endswith(damaged)
+        (tmp_path / source.name).write_bytes(content[:len(content) // 2] if half else content)
+    if script == "extract_features.py":
+        (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+        args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={tmp_path / 'out.jsonl'}",
+                f"--vocab_file={vocab}", f"--init_checkpoint={ckpt}", "--max_seq_length=16"]
+    else:
+        args = [f"--input={ckpt}", f"--output={tmp_path / 'out.keras'}"]
+    process = run_script(script, f"--bert_config_file={tiny_model_files / 'config.json'}", *args,
+                         check=False)
+    _one_line_error(process, f"{ckpt}{damaged}", "not a readable checkpoint")
+    assert not list(tmp_path.glob("out*"))
+
+
+def _tiny_pretrainer(config):
+    from modeling.tasks import pretraining
+    from modeling.training import distribution
+    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0)
+
+
+def _tiny_checkpoints(config, directory, steps):
+    """ckpt-1 to ckpt-<steps> in `directory`, as a run saving each step writes them (without
+    its training, which takes seconds to compile)."""
+    import tensorflow as tf
+    pretrainer = _tiny_pretrainer(config)
+    manager = tf.train.CheckpointManager(pretrainer.checkpoint, str(directory), max_to_keep=5,
+                                         checkpoint_name="ckpt")
+    for step in range(1, steps + 1):
+        pretrainer.optimizer.iterations.assign(step)
+        manager.save(checkpoint_number=step)
+
+
+def _rerun(config, directory, steps):
+    """A rerun to `steps` of the run that wrote `directory`: it resumes, and has nothing left
+    to train if it resumes from step `steps`."""
+    pretrainer = _tiny_pretrainer(config)
+    pretrainer.train(lambda skip: pytest.fail(f"training again from step {skip}"),
+                     str(directory), steps, 1, 1)
+    return pretrainer
+
+
+def test_a_run_resumes_from_the_newest_checkpoint_on_disk_whatever_the_state_file_says(
+        tmp_path, tiny_config, caplog):
+    import tensorflow as tf
+    _tiny_checkpoints(tiny_config, tmp_path, 3)
+    kept = {path.name: path.read_bytes() for path in tmp_path.glob("ckpt-*")}
+    for state in (b'model_checkpoint_path: "ckpt-999"\nall_model_checkpoint_paths: "ckpt-999"\n',
+                  b"\xff\xfe not a state file \x00"):
+        (tmp_path / "checkpoint").write_bytes(state)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="absl"):
+            assert _rerun(tiny_config, tmp_path, 3).global_step == 3
+        messages = [record.getMessage() for record in caplog.records]
+        said = [m for m in messages if str(tmp_path / "checkpoint") in m
+                and "ckpt-3" in m and "on disk" in m]
+        assert len(said) == 1, messages
+        assert f"Resumed from {tmp_path / 'ckpt-3'} at step 3" in messages
+        # The state file is made to list what is on disk, for the CheckpointManager.
+        assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-3")
+    assert {path.name: path.read_bytes() for path in tmp_path.glob("ckpt-*")} == kept
+
+
+def test_resuming_the_checkpoints_of_another_model_says_so(tmp_path, tiny_config):
+    from modeling import BertConfig
+    _tiny_checkpoints(tiny_config, tmp_path, 1)
+    other = BertConfig.from_dict(dict(tiny_config.to_dict(), intermediate_size=41))
+    with pytest.raises(ValueError) as raised:
+        _rerun(other, tmp_path, 2)
+    message = str(raised.value)
+    assert "another model" in message and "damaged" not in message, message
+    assert "intermediate/dense/kernel is (32, 37) there, (32, 41) here" in message, message
+    assert (tmp_path / "ckpt-1.index").exists()
+
+
+def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vocab,
+                                                                    config_file):
+    from modeling.tasks import pretraining
+    from modeling.training import output_lock
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+    with output_lock.held(str(out)):
+        # Every fine-tuning script trains through fine_tuning.run, as run_classifier does.
+        process = _classifier(tmp_path, vocab, "--do_train", "--max_seq_length=16",
+                              "--train_batch_size=2")
+        options = pretraining.PretrainingOptions(
+            output_dir=str(out), bert_config_file=str(config_file), do_train=True,
+            input_file=str(tmp_path / "absent.tfrecord"))
+        with pytest.raises(ValueError, match=f"pid {os.getpid()} "):
+            pretraining.run(options)
+    _one_line_error(process, f"--output_dir={out}", f"pid {os.getpid()} ")
+    assert os.listdir(out) == []
+
+
+def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
+    import signal
+    from modeling.training import output_lock
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from modeling.training import output_lock; "
+         "lock = output_lock.held(sys.argv[1]); lock.__enter__(); print('held', flush=True); "
+         "time.sleep(60)",
+         str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(ValueError, match=f"pid {holder.pid} "):
+        with output_lock.held(str(tmp_path)):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    holder.stdout.close()
+    with caplog.at_level("WARNING", logger="absl"):
+        with output_lock.held(str(tmp_path)):
+            assert f"pid {os.getpid()} " in (tmp_path / "training.lock").read_text()
+    assert [r for r in caplog.records if "Took over" in r.getMessage()
+            and f"pid {holder.pid} " in r.getMessage()]
+    assert not (tmp_path / "training.lock").exists()
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
+    """A real full disk: --output_dir on a 300 KB tmpfs, mounted in a user namespace of the
+    script's own (where the kernel lets unprivileged users make one). The records fit; the
+    first checkpoint (1.4 MB with its Adam slots) does not."""
+    import shlex
+    from scripts import script_command, script_env
+    mount = tmp_path / "small"
+    mount.mkdir()
+    mount_command = f"mount -t tmpfs -o size=300k none {shlex.quote(str(mount))}"
+    if subprocess.run(["unshare", "-r", "-m", "sh", "-c", mount_command],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no unprivileged user and mount namespaces here (unshare -r -m)")
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+    (tmp_path / "config.json").write_text(json.dumps(dict(json.loads(CONFIG.read_text()),
+                                                          vocab_size=10)))
+    out = mount / "out"
+    command = shlex.join(script_command(
+        "run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+        f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'config.json'}",
+        f"--output_dir={out}", "--do_train", "--max_seq_length=16", "--train_batch_size=2",
+        "--num_train_epochs=0.5"))
+    # What is left is listed inside the namespace: its tmpfs goes with it.
+    process = subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", f"{mount_command} && {command}; status=$?; "
+         f"ls -A {shlex.quote(str(out))}; exit $status"],
+        capture_output=True, text=True, env=script_env(), timeout=600)
+    _one_line_error(process, f"{out / 'ckpt-1'}: no space left on device", "MB needed")
+    assert sorted(process.stdout.split()) == ["train", "train.tf_record"], process.stdout
+
+
+def test_converting_a_keras_file_onto_itself_is_refused(tmp_path, tiny_model_files):
+    model = tmp_path / "model.keras"
+    model.write_bytes((tiny_model_files / "model.keras").read_bytes())
+    process = run_script("convert_checkpoint.py", f"--input={model}", f"--output={model}",
+                         check=False)
+    _one_line_error(process, f"--output={model}")
+    assert model.read_bytes() == (tiny_model_files / "model.keras").read_bytes()
+    assert os.listdir(tmp_path) == ["model.keras"]

@@ -471,8 +471,8 @@ def original_to_hf(ckpt_path, hf_dir, config, vocab_file, architecture=None,
         raise ValueError(f"{vocab_file}: not found")
     ckpt_path = name_based.resolve_checkpoint(ckpt_path)
     _check_not_into(hf_dir, [ckpt_path, vocab_file], "output")
-    reader = tf.train.load_checkpoint(ckpt_path)
-    names = sorted(reader.get_variable_to_shape_map())
+    reader = name_based.open_checkpoint(ckpt_path)
+    names = sorted(reader.shapes)
     skipped = [name for name in names if name_based.is_optimizer_state(name)]
     present = {name for name in names if name not in skipped}
     declared = architecture or (config.extra.get("architectures") or [None])[0]
@@ -484,7 +484,7 @@ def original_to_hf(ckpt_path, hf_dir, config, vocab_file, architecture=None,
     if found not in _POOLED:
         skipped += sorted(present.intersection(POOLER))
         present -= set(POOLER)
-    num_labels = (reader.get_variable_to_shape_map()["output_weights"][0]
+    num_labels = (reader.shapes["output_weights"][0]
                   if "output_weights" in present else None)
     expected = tensor_names(config, found, num_labels,
                             pooler=found in _READ_POOLER or POOLER[0] in present)

@@ -18,8 +18,7 @@ KERAS_SUFFIXES = (".weights.h5", ".keras")
 
 def model_for_checkpoint(config, ckpt_path):
     """A `BertPretrainer` when the checkpoint carries the pre-training heads, else a `BertModel`."""
-    path = name_based.resolve_checkpoint(ckpt_path)
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    names = name_based.open_checkpoint(ckpt_path).shapes
     has_heads = any(name.startswith("cls/") for name in names)
     return BertPretrainer(config) if has_heads else BertModel(config)
 

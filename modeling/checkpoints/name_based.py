@@ -3,6 +3,7 @@
 A variable's Keras `path` is its original checkpoint name, so loading is a plain copy by name:
 nothing is renamed or transposed. This module knows no model class (`keras_files` picks one).
 """
+import contextlib
 import dataclasses
 import os
 import re
@@ -53,22 +54,88 @@ def _named_variables(model):
 def resolve_checkpoint(ckpt_path):
     """Accepts a checkpoint prefix or a directory.
 
-    A directory resolves to the latest checkpoint its `checkpoint` state file names or, as in
-    Google's released zips, which carry no state file, to its only `*.index` checkpoint.
+    A directory resolves to the latest checkpoint its `checkpoint` state file names if that is
+    there or, as in Google's released zips, which carry no state file, to its only `*.index`
+    checkpoint.
     """
     ckpt_path = os.fspath(ckpt_path)
     if tf.io.gfile.isdir(ckpt_path):
-        latest = tf.train.latest_checkpoint(ckpt_path)
-        if latest is not None:
+        try:
+            names = read_state_file(ckpt_path)
+        except ValueError as error:
+            logging.warning("%s; looking for the checkpoint itself", error)
+            names = []
+        latest = os.path.join(ckpt_path, names[-1]) if names else None
+        if latest and tf.io.gfile.exists(latest + ".index"):
             return latest
         indexes = tf.io.gfile.glob(os.path.join(ckpt_path, "*.index"))
         if len(indexes) != 1:
             raise ValueError(f"No single checkpoint in directory {ckpt_path}: found "
-                             f"{len(indexes)} *.index files and no 'checkpoint' state file")
+                             f"{len(indexes)} *.index files and no 'checkpoint' state file "
+                             f"naming one of them")
         return indexes[0][:-len(".index")]
     if not tf.io.gfile.exists(ckpt_path + ".index"):
         raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
     return ckpt_path
+
+
+class UnreadableCheckpoint(ValueError):
+    """A checkpoint file that TensorFlow cannot read: truncated, overwritten, bit-flipped."""
+
+
+class CheckpointReader:
+    """A checkpoint's tensors, read so that a damaged file is named (see `open_checkpoint`).
+
+    Attributes:
+      path: the checkpoint prefix.
+      shapes: dict, tensor name -> shape (list of int).
+      data: the name of its data file (`<path>.data-00000-of-00001`), for messages.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        with reading(path + ".index"):
+            self._reader = tf.train.load_checkpoint(path)
+            self.shapes = self._reader.get_variable_to_shape_map()
+        shards = sorted(tf.io.gfile.glob(path + ".data-*"))
+        self.data = shards[0] if len(shards) == 1 else path + ".data-*"
+
+    def get_tensor(self, name):
+        """The tensor `name` as a NumPy array."""
+        with reading(self.data):
+            return self._reader.get_tensor(name)
+
+
+def open_checkpoint(ckpt_path):
+    """Opens a checkpoint (a prefix or its directory, as `resolve_checkpoint`) for reading.
+
+    Every reader of a checkpoint, original or written by the trainer, goes through here (and
+    `reading` around its own reads of the data, as `tf.train.Checkpoint.read`): TensorFlow
+    reports a damaged file as `IndexError: Read less bytes than requested` or `not an sstable
+    (bad magic number)`, naming no file.
+
+    Raises:
+      ValueError: the checkpoint is not there. UnreadableCheckpoint: its index is damaged.
+    """
+    return CheckpointReader(resolve_checkpoint(ckpt_path))
+
+
+@contextlib.contextmanager
+def reading(filename):
+    """Turns TensorFlow's errors on reading a damaged checkpoint file into one
+    `UnreadableCheckpoint` that names `filename` (the file being read) and TensorFlow's reason."""
+    try:
+        yield
+    except (tf.errors.OpError, IndexError) as error:
+        raise UnreadableCheckpoint(f"{filename}: not a readable checkpoint file "
+                                   f"({first_line(error)})") from None
+
+
+def first_line(error):
+    """The first line of an error's message, without TensorFlow's op decorations."""
+    text = (getattr(error, "message", None) or str(error)).strip() or type(error).__name__
+    return re.sub(r"^\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]$", "",
+                  text.splitlines()[0])[:300]
 
 
 def load_original(model, ckpt_path, optional=()):
@@ -90,9 +157,8 @@ def load_original(model, ckpt_path, optional=()):
       ValueError: a model variable is missing from the checkpoint or has another shape; the
         message lists every such name with both shapes.
     """
-    ckpt_path = resolve_checkpoint(ckpt_path)
-    reader = tf.train.load_checkpoint(ckpt_path)
-    ckpt_shapes = reader.get_variable_to_shape_map()
+    reader = open_checkpoint(ckpt_path)
+    ckpt_path, ckpt_shapes = reader.path, reader.shapes
     variables = _named_variables(model)
 
     not_found = sorted(name for name in variables
@@ -163,9 +229,11 @@ def write_tensors(tensors, ckpt_path):
     directory = os.path.dirname(ckpt_path) or "."
     tf.io.gfile.makedirs(directory)
     temp_prefix = files.temp_path(ckpt_path)
+    needed = sum(value.shape.num_elements() * value.dtype.size for value in values)
     try:
-        tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
-                          shape_and_slices=[""] * len(names), tensors=values)
+        with files.out_of_space(ckpt_path, needed):
+            tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names,
+                              shape_and_slices=[""] * len(names), tensors=values)
         if tf.io.gfile.exists(ckpt_path + ".index"):
             tf.io.gfile.remove(ckpt_path + ".index")
         for data in tf.io.gfile.glob(temp_prefix + ".data-*"):
@@ -174,7 +242,7 @@ def write_tensors(tensors, ckpt_path):
     finally:
         for leftover in tf.io.gfile.glob(temp_prefix + ".*"):  # of a failed write
             files.remove_quietly(leftover)
-    _write_state_file(directory, os.path.basename(ckpt_path))
+    write_state_file(directory, [os.path.basename(ckpt_path)])
 
 
 def is_optimizer_state(name):
@@ -183,9 +251,44 @@ def is_optimizer_state(name):
     return bool(_OPTIMIZER_STATE.search(name))
 
 
-def _write_state_file(directory, basename):
-    """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` reads."""
-    state = (f'model_checkpoint_path: "{basename}"\n'
-             f'all_model_checkpoint_paths: "{basename}"\n')
-    with files.atomic_write(os.path.join(directory, "checkpoint")) as writer:
-        writer.write(state)
+STATE_FILE = "checkpoint"
+
+
+def read_state_file(directory):
+    """The checkpoints that `directory`'s `checkpoint` state file lists, as written (names
+    relative to `directory`, or absolute), the latest last; [] when there is no state file.
+
+    Raises:
+      ValueError: the file is no state file (not UTF-8 text, or naming no checkpoint); names it.
+    """
+    path = os.path.join(directory, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path, "rb") as reader:
+        content = reader.read()
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a checkpoint state file (not UTF-8 text)") from None
+    latest = re.findall(r'^model_checkpoint_path: "(.*)"\s*$', text, re.MULTILINE)
+    if len(latest) != 1:
+        raise ValueError(f"{path} is not a checkpoint state file (no model_checkpoint_path)")
+    listed = re.findall(r'^all_model_checkpoint_paths: "(.*)"\s*$', text, re.MULTILINE)
+    return [name for name in listed if name != latest[0]] + latest
+
+
+def write_state_file(directory, names, timestamps=()):
+    """Writes the `checkpoint` text file that `tf.train.latest_checkpoint` and
+    `tf.train.CheckpointManager` read, atomically.
+
+    Args:
+      names: checkpoint prefixes relative to `directory`, the latest last.
+      timestamps: their creation times (seconds since the epoch), if known: a
+        `CheckpointManager` deletes beyond its `max_to_keep` only the checkpoints listed
+        with a time.
+    """
+    lines = [f'model_checkpoint_path: "{names[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
+    lines += [f"all_model_checkpoint_timestamps: {time!r}" for time in timestamps]
+    with files.atomic_write(os.path.join(directory, STATE_FILE)) as writer:
+        writer.write("\n".join(lines) + "\n")

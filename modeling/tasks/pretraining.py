@@ -13,7 +13,7 @@ from modeling import files, heads
 from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
 from modeling.models.pretraining import BertPretrainer
-from modeling.training import distribution, fine_tuning, input_pipeline
+from modeling.training import distribution, fine_tuning, input_pipeline, output_lock
 from modeling.training.options import TrainingOptions, check_max_seq_length, refuse_untrained
 from modeling.training.progress import PassProgress
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
@@ -252,16 +252,24 @@ def run(options):
     config = BertConfig.from_json_file(options.bert_config_file)
     check_max_seq_length(options.max_seq_length, config, options.bert_config_file)
     strategy = options.strategy()  # first of all TensorFlow work
+    chief = distribution.is_chief(strategy)
+    tf.io.gfile.makedirs(options.output_dir)
+    # Before the records are checked (a minute on a large corpus): a second run is told at once.
+    with output_lock.held(options.output_dir) if chief and options.do_train \
+            else contextlib.nullcontext():
+        _run_in_output_dir(options, config, strategy, chief)
+
+
+def _run_in_output_dir(options, config, strategy, chief):
+    """`run` once output_dir is this run's."""
     paths = expand_files(options.input_file)
     check_records(paths, options.max_seq_length, options.max_predictions_per_seq,
                   config.vocab_size)
     options.check_train_batch(strategy)
-    tf.io.gfile.makedirs(options.output_dir)
     pretrainer = Pretrainer(strategy, config, options.learning_rate, options.num_train_steps,
                             options.num_warmup_steps, **options.trainer_options())
     if options.init_checkpoint:
         pretrainer.init_from(options.init_checkpoint)
-    chief = distribution.is_chief(strategy)
 
     if options.do_train:
         def dataset_fn(skip_batches):

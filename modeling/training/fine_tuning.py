@@ -1,10 +1,12 @@
 """The fine-tuning run every task script makes, as the original's scripts lay it out: check the
-options and read every input up front, pick the strategy, build the task's trainer from a
-checkpoint, train (resuming from output_dir) or restore the latest fine-tuned checkpoint, then
-evaluate, predict and export, each as asked.
+options and read every input up front, pick the strategy, hold output_dir (one training run at
+a time: `output_lock`), build the task's trainer from a checkpoint, train (resuming from
+output_dir) or restore the latest fine-tuned checkpoint, then evaluate, predict and export,
+each as asked.
 
 A task (modeling/tasks/) says what is particular to it by subclassing `Task`; `run` does the rest.
 """
+import contextlib
 import dataclasses
 import os
 import random
@@ -15,7 +17,7 @@ from absl import logging
 from modeling import export, files
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
-from modeling.training import distribution
+from modeling.training import distribution, output_lock
 from modeling.training.options import (TrainingOptions, check_max_seq_length,
                                        check_vocabulary, refuse_untrained)
 
@@ -205,6 +207,15 @@ def run(task, options):
     chief = distribution.is_chief(strategy)
     import tensorflow as tf
     tf.io.gfile.makedirs(options.output_dir)
+    # A training run holds output_dir; evaluating the checkpoints of a run in progress, as the
+    # original's separate eval jobs do, is left free.
+    with output_lock.held(options.output_dir) if chief and options.do_train \
+            else contextlib.nullcontext():
+        _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_train_steps)
+
+
+def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_train_steps):
+    """`run` once the inputs are read and output_dir is this run's."""
     if chief:
         files.remove_stale_temps_in(options.output_dir)
     record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")

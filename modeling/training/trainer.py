@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.checkpoints import name_based
+from modeling.training import checkpoint_dir
 from modeling.training import distribution
 from modeling.training import optimization
 from modeling.training.progress import PassProgress, TrainingProgress
@@ -98,16 +99,14 @@ class Trainer:
           The checkpoint names of the variables the checkpoint did not have, but those under
           the model's UNTRAINED_PREFIXES: the task's outputs do not depend on them.
         """
-        path = name_based.resolve_checkpoint(init_checkpoint)
         try:
-            return self._init_from(path)
-        except (tf.errors.OpError, IndexError) as error:
-            raise ValueError(f"--init_checkpoint={init_checkpoint}: not a readable checkpoint "
-                             f"({error_reason(error)})") from None
+            return self._init_from(name_based.open_checkpoint(init_checkpoint))
+        except name_based.UnreadableCheckpoint as error:
+            raise ValueError(f"--init_checkpoint={init_checkpoint}: {error}") from None
 
-    def _init_from(self, path):
-        names = dict(tf.train.list_variables(path))
-        if any(name.startswith("bert/") for name in names):
+    def _init_from(self, reader):
+        path = reader.path
+        if any(name.startswith("bert/") for name in reader.shapes):
             result = name_based.load_original(self.model, path, self.model.OPTIONAL_VARIABLES)
             logging.info("Initialized %d variables from %s", len(result.loaded), path)
             if result.not_found:
@@ -115,16 +114,18 @@ class Trainer:
                              ", ".join(result.not_found))
             return [name for name in result.not_found
                     if not name.startswith(self.model.UNTRAINED_PREFIXES)]
-        status = tf.train.Checkpoint(model=self.model).read(path)
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError:
-            # A checkpoint of another task (pre-training, say): its encoder must all be there.
-            tf.train.Checkpoint(model=tf.train.Checkpoint(bert=self.model.bert)).read(
-                path).assert_existing_objects_matched()
-            logging.info("Initialized the encoder from %s; the task head is new", path)
-            return [name_based.checkpoint_name(v) for v in self.model.weights
-                    if not name_based.checkpoint_name(v).startswith("bert/")]
+        with name_based.reading(reader.data):
+            status = tf.train.Checkpoint(model=self.model).read(path)
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError:
+                # A checkpoint of another task (pre-training, say): its encoder must all be
+                # there.
+                encoder = tf.train.Checkpoint(bert=self.model.bert)
+                tf.train.Checkpoint(model=encoder).read(path).assert_existing_objects_matched()
+                logging.info("Initialized the encoder from %s; the task head is new", path)
+                return [name_based.checkpoint_name(v) for v in self.model.weights
+                        if not name_based.checkpoint_name(v).startswith("bert/")]
         logging.info("Initialized the model from %s", path)
         return []
 
@@ -191,7 +192,8 @@ class Trainer:
 
     def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
               save_checkpoints_steps, keep_checkpoints=5):
-        """Trains to `num_train_steps`, resuming from the latest checkpoint in `output_dir`.
+        """Trains to `num_train_steps`, resuming from the newest intact checkpoint in
+        `output_dir` (`checkpoint_dir`).
 
         Args:
           dataset_fn: callable(skip_batches) -> the global-batch training dataset, deterministic,
@@ -203,11 +205,19 @@ class Trainer:
         chief = distribution.is_chief(self.strategy)
         # Every worker takes part in saving (collectives); only the chief's files are kept.
         directory = output_dir if chief else tempfile.mkdtemp(prefix="worker_checkpoint_")
-        manager = tf.train.CheckpointManager(self.checkpoint, directory,
-                                             max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
-        restored = self._restore_newest_intact(manager.checkpoints, partial=False)
+        paths = checkpoint_dir.on_disk(directory)
+        agreed = checkpoint_dir.note_disagreement(directory, paths)
+        restored = self._restore_newest_intact(paths, partial=False)
         if restored:
             logging.info("Resumed from %s at step %d", restored, self.global_step)
+        if not agreed or restored != (paths[-1] if paths else None):
+            # The manager reads the state file: it must list what is on disk, up to the
+            # checkpoint resumed from (a damaged newer one is written over when its step comes).
+            checkpoint_dir.rewrite_state(directory, paths[:paths.index(restored) + 1]
+                                         if restored else [])
+        manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                             max_to_keep=keep_checkpoints,
+                                             checkpoint_name=checkpoint_dir.NAME)
         step = self.global_step
         if step >= num_train_steps:
             return step
@@ -241,20 +251,20 @@ class Trainer:
                 for name, value in scalars.items():
                     tf.summary.scalar(name, value)
             if step % save_checkpoints_steps == 0 or step == num_train_steps:
-                manager.save(checkpoint_number=step)
+                checkpoint_dir.save(manager, step, self._checkpointed_variables())
         writer.flush()
         return step
 
+    def _checkpointed_variables(self):
+        return (self.model.weights + self.optimizer.variables
+                + ([self.loss_scale.scale, self.loss_scale.good_steps] if self.loss_scale else []))
+
     def restore_latest(self, output_dir):
-        """Loads the latest checkpoint in `output_dir`, as the original's Estimator does before
-        evaluating or predicting. Returns its path, or None if there is none."""
-        state = tf.train.get_checkpoint_state(output_dir)
-        paths = list(state.all_model_checkpoint_paths) if state else []
-        if state and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-            paths.append(state.model_checkpoint_path)
-        latest = self._restore_newest_intact(
-            [p if os.path.isabs(p) or "://" in p else os.path.join(output_dir, p)
-             for p in paths], partial=True)
+        """Loads the latest intact checkpoint in `output_dir`, as the original's Estimator does
+        before evaluating or predicting. Returns its path, or None if there is none."""
+        paths = checkpoint_dir.on_disk(output_dir)
+        checkpoint_dir.note_disagreement(output_dir, paths)
+        latest = self._restore_newest_intact(paths, partial=True)
         if latest:
             logging.info("Loaded %s (step %d)", latest, self.global_step)
         return latest
@@ -265,21 +275,31 @@ class Trainer:
         it. Returns the path restored, or None when there is none.
 
         Raises:
-          ValueError: every checkpoint is damaged; names them.
+          ValueError: every checkpoint is damaged, naming them; or the newest readable one
+            is of another model (another task or config), naming what differs.
         """
         damaged = []
         for path in reversed(paths):
             try:
-                status = (self.checkpoint.read if partial else self.checkpoint.restore)(path)
+                # (Not open_checkpoint: an index gone since the listing is damage, not a
+                # missing input.)
+                reader = name_based.CheckpointReader(path)
+                with name_based.reading(reader.data):
+                    status = (self.checkpoint.read if partial else self.checkpoint.restore)(path)
                 if partial:
                     status.expect_partial()
                 else:
                     status.assert_existing_objects_matched()
-            except (tf.errors.OpError, IndexError, ValueError) as error:
+            except name_based.UnreadableCheckpoint as error:
                 logging.warning("Checkpoint %s is damaged (%s); trying the one before it",
-                                path, error_reason(error))
+                                path, error)
                 damaged.append(path)
                 continue
+            except (ValueError, AssertionError) as error:
+                raise ValueError(
+                    f"{path} is intact but belongs to another model than this run's (another "
+                    f"task or config: {_difference(error)}); give this run another "
+                    f"--output_dir, or the task and config that wrote it") from None
             return path
         if damaged:
             raise ValueError(f"every checkpoint is damaged ({', '.join(damaged)}); move them "
@@ -392,6 +412,17 @@ def set_precision(name):
     """'float32', 'mixed_bfloat16' or 'mixed_float16' (then with dynamic loss scaling) for
     every model built afterwards."""
     keras.mixed_precision.set_dtype_policy(name)
+
+
+def _difference(error):
+    """What a checkpoint of another model differs in, from the error restoring it."""
+    text = name_based.first_line(error)
+    shapes = re.fullmatch(r"Received incompatible tensor with shape (\(.*?\)) when attempting "
+                          r"to restore variable with shape (\(.*?\)) and name (.+?)(:\d+)?\.",
+                          text)
+    if shapes:
+        return f"{shapes.group(3)} is {shapes.group(1)} there, {shapes.group(2)} here"
+    return text
 
 
 def error_reason(error):

@@ -1,0 +1,82 @@
+"""The checkpoints a training run keeps in its output_dir, `ckpt-<step>` as
+`tf.train.CheckpointManager` names them, and the `checkpoint` state file that lists them.
+
+A run resumes from the checkpoints on disk, not from what the state file says: the files are
+the run's work, the state file only an index of them that a copy, an edit or a run killed
+between the two writes can leave naming a checkpoint that is not there, or garbage. Trusting
+it would start afresh from `--init_checkpoint` and write over the intact checkpoints.
+"""
+import math
+import os
+import re
+
+import tensorflow as tf
+from absl import logging
+
+from modeling import files
+from modeling.checkpoints import name_based
+
+NAME = "ckpt"
+
+
+def on_disk(directory):
+    """The prefixes of the `ckpt-<step>` checkpoints with an index in `directory`, by step."""
+    if not tf.io.gfile.isdir(directory):
+        return []
+    steps = sorted(int(match.group(1)) for match in
+                   (re.fullmatch(rf"{NAME}-(\d+)\.index", entry)
+                    for entry in tf.io.gfile.listdir(directory)) if match)
+    return [os.path.join(directory, f"{NAME}-{step}") for step in steps]
+
+
+def note_disagreement(directory, paths):
+    """Logs one line when the state file does not name the newest of `paths` (the checkpoints
+    on disk, by step), which the run goes by instead. Returns whether it agreed."""
+    try:
+        listed = name_based.read_state_file(directory)
+    except ValueError as error:
+        logging.warning("%s; going by the checkpoints on disk (%s)", error,
+                        os.path.basename(paths[-1]) if paths else "none")
+        return False
+    named = os.path.basename(listed[-1]) if listed else None
+    newest = os.path.basename(paths[-1]) if paths else None
+    if named == newest:
+        return True
+    state = os.path.join(directory, name_based.STATE_FILE)
+    if newest is None:
+        logging.warning("%s names %s, which is not on disk; no checkpoint to resume from",
+                        state, named)
+    else:
+        logging.warning("%s names %s, but the newest checkpoint on disk is %s; resuming from "
+                        "the newest intact one on disk", state, named or "none", newest)
+    return False
+
+
+def rewrite_state(directory, paths):
+    """Makes the state file list `paths` (the checkpoints kept, oldest first), with their
+    files' times so that the `CheckpointManager` deletes the old ones beyond its
+    `max_to_keep`; removes it when there are none."""
+    if not paths:
+        files.remove_quietly(os.path.join(directory, name_based.STATE_FILE))
+        return
+    times = [tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9 for path in paths]
+    name_based.write_state_file(directory, [os.path.basename(path) for path in paths], times)
+
+
+def save(manager, step, variables):
+    """`manager.save` of checkpoint `ckpt-<step>`; on any failure (a full disk, a kill) what
+    it half wrote is removed, and a full disk is one `files.OutOfSpace` naming it.
+
+    Args:
+      variables: what the checkpoint holds, for the space it needs.
+    """
+    prefix = os.path.join(manager.directory, f"{NAME}-{step}")
+    needed = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
+    try:
+        with files.out_of_space(prefix, needed):
+            manager.save(checkpoint_number=step)
+    except BaseException:
+        # TensorFlow writes into <prefix>_temp/, then moves the files to <prefix>.*.
+        for leftover in tf.io.gfile.glob(prefix + ".*") + [prefix + "_temp"]:
+            files.remove_quietly(leftover)
+        raise
