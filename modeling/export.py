@@ -48,39 +48,48 @@ def _wrapped_variable(variable):
     return value
 
 
-def _checked_rows(tensor, name, rank=1):
-    """`tensor` with the rank its signature declares, checked when the graph runs.
+def _checked_rows(inputs, ranks=None):
+    """A signature's string inputs, each of the rank it declares and all of one number of
+    rows, checked when the graph runs: the one check of every text signature.
 
-    TF Serving's loader feeds a signature's placeholder whatever shape the request has, and
-    shape inference has already assumed the declared rank (so `tf.rank` would be folded to it).
-    The check compares element counts instead: the product of the first `rank` dimensions
-    (-1 where the tensor has fewer) must equal its size.
+    TF Serving's loader, and a loaded signature called directly, feed a placeholder whatever
+    shape the request has, while shape inference has already assumed the declared rank (so
+    `tf.rank` would be folded to it). The check compares element counts instead: the product
+    of the first `rank` dimensions (-1 where the tensor has fewer) must equal its size. The
+    rows are compared on those dimensions (never sliced from a shape that may have none), and
+    only once every rank is right, so that the input at fault is the one named.
 
     Args:
-      tensor: a Tensor of declared rank `rank`.
-      name: the signature input's name, for the error message.
-      rank: the declared rank.
+      inputs: dict of input name -> string Tensor, in the signature's order.
+      ranks: dict of input name -> declared rank, for those not of rank 1.
 
     Returns:
-      `tensor` reshaped to its first `rank` dimensions, after the check (an empty batch fed
-      with fewer dimensions, `endings=[]` say, becomes [0, 0]).
+      The tensors in `inputs`' order, each reshaped to its first `rank` dimensions after the
+      checks (an empty batch fed with fewer dimensions, `endings=[]` say, becomes [0, 0]).
     """
-    dims = tf.concat([tf.shape(tensor), -tf.ones([rank], tf.int32)], axis=0)[:rank]
-    shape = "[batch]" if rank == 1 else "[batch, choices]"
-    check = tf.debugging.Assert(
-        tf.equal(tf.reduce_prod(dims), tf.size(tensor)),
-        [f"input '{name}' must be a {rank}-D tensor of strings {shape}; got shape",
-         tf.shape(tensor)])
-    with tf.control_dependencies([check]):
-        return tf.reshape(tensor, tf.maximum(dims, 0))
-
-
-def _check_same_rows(first, first_name, second, second_name):
-    """Asserts that two inputs have the same number of rows (batch size)."""
-    rows_first, rows_second = tf.shape(first)[0], tf.shape(second)[0]
-    return tf.debugging.Assert(tf.equal(rows_first, rows_second), [
-        f"inputs '{first_name}' and '{second_name}' must have the same number of rows; got",
-        rows_first, "and", rows_second])
+    dims, rank_checks = {}, []
+    for name, tensor in inputs.items():
+        rank = (ranks or {}).get(name, 1)
+        dims[name] = tf.concat([tf.shape(tensor), -tf.ones([rank], tf.int32)], axis=0)[:rank]
+        shape = "[batch]" if rank == 1 else "[batch, choices]"
+        rank_checks.append(tf.debugging.Assert(
+            tf.equal(tf.reduce_prod(dims[name]), tf.size(tensor)),
+            [f"input '{name}' must be a {rank}-D tensor of strings {shape}; got shape",
+             tf.shape(tensor)]))
+    first, *others = inputs
+    with tf.control_dependencies(rank_checks):
+        row_checks = [tf.debugging.Assert(tf.equal(dims[first][0], dims[name][0]), [
+            f"inputs '{first}' and '{name}' must have the same number of rows; got",
+            dims[first][0], "and", dims[name][0]]) for name in others]
+    # The checks become control inputs of an identity of each input, which grappler passes on
+    # to its consumers when it drops the identity. A reshape made under the checks gets none
+    # where its shape was computed there too (TF skips a control input that an input implies),
+    # and grappler drops a reshape to rank 1 of a declared rank-1 input as a no-op: the checks
+    # went with it, and the rows were read off a scalar before any check ran.
+    with tf.control_dependencies(rank_checks + row_checks):
+        checked = [tf.identity(tensor) for tensor in inputs.values()]
+    return [tf.reshape(tensor, tf.maximum(dims[name], 0))
+            for name, tensor in zip(inputs, checked)]
 
 
 def _checked_ids(input_ids, input_mask, segment_ids):
@@ -141,13 +150,8 @@ class ClassifierExport(ServingModule):
             *_checked_ids(input_ids, input_mask, segment_ids)), input_signature=[ids, ids, ids])
 
     def _classify_text(self, text_a, text_b=None):
-        text_a = _checked_rows(text_a, "text_a")
-        ids_b = None
-        if text_b is not None:
-            text_b = _checked_rows(text_b, "text_b")
-            with tf.control_dependencies([_check_same_rows(text_a, "text_a", text_b, "text_b")]):
-                ids_b = self.tokenizer(tf.identity(text_b))
-        inputs = self.packer(self.tokenizer(text_a), ids_b)
+        texts = {"text_a": text_a} if text_b is None else {"text_a": text_a, "text_b": text_b}
+        inputs = self.packer(*[self.tokenizer(text) for text in _checked_rows(texts)])
         # Rows are padded to max_seq_length; only the batch's longest row needs computing.
         length = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
         return self._classify({name: value[:, :length] for name, value in inputs.items()})
@@ -230,11 +234,7 @@ class SquadExport(ServingModule):
         return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
 
     def _answer(self, question, context):
-        question = _checked_rows(question, "question")
-        context = _checked_rows(context, "context")
-        with tf.control_dependencies([
-                _check_same_rows(question, "question", context, "context")]):
-            context = tf.identity(context)
+        question, context = _checked_rows({"question": question, "context": context})
         tokenizer = self.tokenizer
         query = tokenizer(question)[:, :self.max_query_length]
         ids, word_starts, word_limits = tokenizer.tokenize_with_word_offsets(context)
@@ -324,7 +324,7 @@ class TaggerExport(ServingModule):
         return {"serving_default": self.serve_text}
 
     def _tag(self, text):
-        text = _checked_rows(text, "text")
+        (text,) = _checked_rows({"text": text})
         words = tf.strings.split(text)  # [B, (W)]
         pieces = self.tokenizer(words.flat_values)  # [words, (p)]
         counts = pieces.row_lengths()
@@ -380,13 +380,12 @@ class MultipleChoiceExport(ServingModule):
         return {"serving_default": self.serve_text}
 
     def _choose(self, context, endings):
-        context = _checked_rows(context, "context")
-        endings = _checked_rows(endings, "endings", rank=2)
+        context, endings = _checked_rows({"context": context, "endings": endings},
+                                         ranks={"endings": 2})
         rows, choices = tf.shape(endings)[0], tf.shape(endings)[1]
         no_choices = tf.debugging.Assert(
             (choices > 0) | (rows == 0), ["input 'endings' must hold at least one ending per row"])
-        with tf.control_dependencies([
-                no_choices, _check_same_rows(context, "context", endings, "endings")]):
+        with tf.control_dependencies([no_choices]):
             endings = tf.identity(endings)
         contexts = tf.reshape(tf.repeat(context[:, tf.newaxis], choices, axis=1), [-1])
         packed = self.packer(self.tokenizer(contexts), self.tokenizer(tf.reshape(endings, [-1])))
