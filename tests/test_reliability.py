@@ -412,3 +412,38 @@ def test_a_damaged_keras_file_is_one_line(tmp_path, config_file, kind, damage):
                          f"--bert_config_file={config_file}", check=False)
     line = _one_line_error(process, path)
     assert "not found" not in line.lower() and "exist" not in line, line  # it does exist
+
+
+# --- Inputs and outputs checked up front (issue 27) ------------------------------------------
+
+def _squad_file(path, ids):
+    """A SQuAD file of one article, a paragraph per id; its questions have these ids."""
+    paragraphs = [{"context": "the keeper lit the lamp.",
+                   "qas": [{"id": qid, "question": "who lit the lamp?",
+                            "answers": [{"text": "the keeper", "answer_start": 0}]}]}
+                  for qid in ids]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": paragraphs}]}))
+    return path
+
+
+def test_run_squad_refuses_two_questions_of_one_id_before_predicting(tmp_path, vocab,
+                                                                     config_file):
+    predict = _squad_file(tmp_path / "dev.json", ["q0", "q1", "q2", "q1"])
+    process = run_script("run_squad.py", f"--vocab_file={vocab}",
+                         f"--bert_config_file={config_file}", f"--output_dir={tmp_path / 'out'}",
+                         "--do_predict", f"--predict_file={predict}", "--allow_untrained",
+                         "--max_seq_length=32", "--max_query_length=8", check=False)
+    _one_line_error(process, predict, "'q1'", "data[0].paragraphs[1].qas[0]",
+                    "data[0].paragraphs[3].qas[0]")
+    assert not (tmp_path / "out" / "predictions.json").exists()
+
+
+def test_two_swag_examples_of_one_id_are_refused_naming_both_lines(tmp_path):
+    from modeling.data import multiple_choice
+    header = ",sent1,sent2,ending0,ending1,ending2,ending3\n"  # the index column, unnamed
+    row = "{},a,b,w,x,y,z\n"
+    path = tmp_path / "test.csv"
+    path.write_text(header + row.format(7) + row.format(8) + row.format(7))
+    with pytest.raises(ValueError, match=rf"{path}: id '7' is used twice, at line 2 and at "
+                                         rf"line 4"):
+        multiple_choice.read_swag(path, has_labels=False)
