@@ -27,7 +27,7 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, cli
+from modeling import BertConfig, cli, files
 from modeling.checkpoints import name_based
 from modeling.checkpoints import huggingface
 from modeling.checkpoints import huggingface_config
@@ -76,8 +76,23 @@ def _beside(ckpt_path, flag_value, filename):
     return path
 
 
+def _check_paths(to_hf_folder):
+    """Refuses, before anything is read, an input file that cannot be read and an output that
+    cannot be written (a folder for Hugging Face, else a file or checkpoint prefix)."""
+    for name in ("bert_config_file", "vocab_file"):
+        if FLAGS[name].value:
+            files.check_input(FLAGS[name].value, f"--{name}")
+    if to_hf_folder:
+        files.check_writable_directory(FLAGS.output, "--output")
+    else:
+        files.check_outputs([FLAGS.output], [FLAGS.input], "--output")
+
+
 def main(_):
-    if _is_hf_folder(FLAGS.input):
+    from_hf, from_keras = _is_hf_folder(FLAGS.input), FLAGS.input.endswith(_KERAS_SUFFIXES)
+    to_hf = not (from_hf or from_keras or FLAGS.output.endswith(_KERAS_SUFFIXES))
+    _check_paths(to_hf)
+    if from_hf:
         result = huggingface.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
         logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; skipped: "
                      "%s", FLAGS.output, result.architecture, len(result.converted),
@@ -85,12 +100,12 @@ def main(_):
         return
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
               if FLAGS.bert_config_file else None)
-    if FLAGS.input.endswith(_KERAS_SUFFIXES):
+    if from_keras:
         model = keras_files.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
                      FLAGS.output)
         return
-    if not FLAGS.output.endswith(_KERAS_SUFFIXES):
+    if to_hf:
         config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")
         result = huggingface.original_to_hf(
             FLAGS.input, FLAGS.output, BertConfig.from_json_file(config_file),

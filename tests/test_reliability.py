@@ -200,6 +200,7 @@ def test_out_of_range_options_are_refused_naming_the_flag(tmp_path, vocab, confi
         output_dir=str(tmp_path / "out"), do_train=True, **{flag: value})
     config = BertConfig.from_json_file(config_file)
     with pytest.raises(ValueError, match=f"--{flag}"):
+        options.check()
         fine_tuning.check(ClassifierTask(str(tmp_path), "MRPC"), options, config,
                           tokenization.FullTokenizer(str(vocab)))
 
@@ -447,3 +448,96 @@ def test_two_swag_examples_of_one_id_are_refused_naming_both_lines(tmp_path):
     with pytest.raises(ValueError, match=rf"{path}: id '7' is used twice, at line 2 and at "
                                          rf"line 4"):
         multiple_choice.read_swag(path, has_labels=False)
+
+
+def _fine_tuning_options(tmp_path, vocab, config_file, **changes):
+    from modeling.training import fine_tuning
+    options = {"bert_config_file": str(config_file), "vocab_file": str(vocab),
+               "output_dir": str(tmp_path / "out"), **changes}
+    return fine_tuning.FineTuningOptions(**options)
+
+
+@pytest.mark.parametrize("flag, case", [
+    ("export_dir", "a_file"), ("export_dir", "under_a_file"), ("output_dir", "under_proc"),
+    ("output_dir", "export_is_a_file"),
+])
+def test_outputs_that_cannot_be_written_are_refused_by_the_options(tmp_path, vocab, config_file,
+                                                                  flag, case):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    path = {"a_file": a_file, "under_a_file": a_file / "serving",
+            "under_proc": pathlib.Path("/proc/bert_out"), "export_is_a_file": tmp_path / "out"}
+    if case == "export_is_a_file":  # where training writes the original-format checkpoint
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "export").write_text("")
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   **{flag: str(path[case])})
+    with pytest.raises(ValueError, match=f"--{flag}={path[case]}: "):
+        options.check()
+
+
+def test_an_export_dir_that_is_a_file_is_refused_before_training(tmp_path, vocab):
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+    serving = tmp_path / "serving"
+    serving.write_text("not a directory")
+    process = _classifier(tmp_path, vocab, "--do_train", f"--export_dir={serving}",
+                          "--max_seq_length=16", "--train_batch_size=2")
+    _one_line_error(process, f"--export_dir={serving}", "is a file")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("direction", ["to_checkpoint", "to_hugging_face"])
+def test_convert_checkpoint_output_that_cannot_be_written_is_refused_first(tmp_path,
+                                                                          direction):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    # Neither input exists: the output is checked before anything is read.
+    source, output = {"to_checkpoint": ("model.keras", a_file / "bert_model.ckpt"),
+                      "to_hugging_face": ("bert_model.ckpt", a_file)}[direction]
+    process = run_script("convert_checkpoint.py", f"--input={tmp_path / source}",
+                         f"--output={output}", check=False)
+    _one_line_error(process, f"--output={output}", "is a file, not a directory")
+
+
+def test_a_train_tsv_that_is_a_directory_is_named(tmp_path, vocab):
+    (tmp_path / "train.tsv").mkdir()
+    process = _classifier(tmp_path, vocab, "--do_train", "--max_seq_length=16")
+    _one_line_error(process, f"--data_dir={tmp_path}: {tmp_path / 'train.tsv'} is a directory")
+
+
+@pytest.mark.parametrize("flag", ["vocab_file", "bert_config_file"])
+def test_input_files_that_cannot_be_read_are_refused_by_the_options(tmp_path, vocab,
+                                                                   config_file, flag):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   **{flag: str(folder)})
+    with pytest.raises(ValueError, match=f"--{flag}={folder} is a directory, not a file"):
+        options.check()
+    options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: "/dev/null"})
+    with pytest.raises(ValueError, match=f"--{flag}=/dev/null is not a regular file"):
+        options.check()
+
+
+def test_query_savedmodel_names_a_missing_export_dir(tmp_path):
+    missing = tmp_path / "serving"
+    process = run_script("query_savedmodel.py", missing, "the lamp", check=False)
+    _one_line_error(process, f"EXPORT_DIR {missing} does not exist")
+
+
+def test_build_vocab_refuses_a_negative_count_naming_the_flag(tmp_path, corpus):
+    process = run_script("build_vocab.py", f"--input_file={corpus}",
+                         f"--output_file={tmp_path / 'vocab.txt'}", "--num_unused=-5",
+                         check=False)
+    _one_line_error(process, "--num_unused must not be negative, got -5")
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_a_tf_config_that_is_not_json_is_named(tmp_path, vocab, config_file, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": ')
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   distribution_strategy="multi_worker_mirrored")
+    with pytest.raises(ValueError, match=r"^TF_CONFIG is not JSON: Expecting value at line 1 "
+                                         r"column 13 \(char 12\)$"):
+        options.check()
