@@ -476,17 +476,6 @@ def test_outputs_that_cannot_be_written_are_refused_by_the_options(tmp_path, voc
         options.check()
 
 
-def test_an_export_dir_that_is_a_file_is_refused_before_training(tmp_path, vocab):
-    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
-    serving = tmp_path / "serving"
-    serving.write_text("not a directory")
-    process = _classifier(tmp_path, vocab, "--do_train", f"--export_dir={serving}",
-                          "--max_seq_length=16", "--train_batch_size=2")
-    _one_line_error(process, f"--export_dir={serving}", "is a file")
-    assert not (tmp_path / "out").exists()
-
-
 @pytest.mark.parametrize("direction", ["to_checkpoint", "to_hugging_face"])
 def test_convert_checkpoint_output_that_cannot_be_written_is_refused_first(tmp_path,
                                                                           direction):
@@ -500,10 +489,12 @@ def test_convert_checkpoint_output_that_cannot_be_written_is_refused_first(tmp_p
     _one_line_error(process, f"--output={output}", "is a file, not a directory")
 
 
-def test_a_train_tsv_that_is_a_directory_is_named(tmp_path, vocab):
+def test_a_train_tsv_that_is_a_directory_is_named(tmp_path):
+    from modeling.data import classifier
     (tmp_path / "train.tsv").mkdir()
-    process = _classifier(tmp_path, vocab, "--do_train", "--max_seq_length=16")
-    _one_line_error(process, f"--data_dir={tmp_path}: {tmp_path / 'train.tsv'} is a directory")
+    with pytest.raises(ValueError, match=f"--data_dir={tmp_path}: {tmp_path / 'train.tsv'} is "
+                                         f"a directory, not a file"):
+        classifier.get_processor("MRPC").get_train_examples(str(tmp_path))
 
 
 @pytest.mark.parametrize("flag", ["vocab_file", "bert_config_file"])
