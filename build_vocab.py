@@ -19,6 +19,7 @@ from modeling import cli, files
 from modeling.data import pretraining_pipeline
 from modeling.text import tokenization
 from modeling.text import vocab_learning
+from modeling.training import options
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file(s): comma-separated files or globs.")
@@ -35,6 +36,9 @@ flags.mark_flag_as_required("output_file")
 
 
 def main(_):
+    for name in ("vocab_size", "min_count", "max_unique_chars"):
+        options.require_positive(name, FLAGS[name].value)
+    options.require_non_negative("num_unused", FLAGS.num_unused)
     paths = pretraining_pipeline.expand_input_patterns(FLAGS.input_file)
     files.check_outputs([FLAGS.output_file], paths)
     lines = (text for text, _ in pretraining_pipeline.read_lines(

@@ -98,9 +98,24 @@ def _checkpoint_files(prefix):
     return " and ".join([prefix + ".index"] + tf.io.gfile.glob(prefix + ".data-*"))
 
 
+def _check_paths(to_hf_folder):
+    """Refuses, before anything is read, an input file that cannot be read and an output that
+    cannot be written (a folder for Hugging Face, else a file or checkpoint prefix)."""
+    for name in ("bert_config_file", "vocab_file"):
+        if FLAGS[name].value:
+            files.check_input(FLAGS[name].value, f"--{name}")
+    if to_hf_folder:
+        files.check_writable_directory(FLAGS.output, "--output")
+    else:
+        files.check_outputs([FLAGS.output], [FLAGS.input], "--output")
+
+
 def main(_):
+    from_hf, from_keras = _is_hf_folder(FLAGS.input), FLAGS.input.endswith(_KERAS_SUFFIXES)
+    to_hf = not (from_hf or from_keras or FLAGS.output.endswith(_KERAS_SUFFIXES))
     _check_output(FLAGS.input, FLAGS.output)
-    if _is_hf_folder(FLAGS.input):
+    _check_paths(to_hf)
+    if from_hf:
         result = huggingface.hf_to_original(FLAGS.input, FLAGS.output, FLAGS.gelu)
         logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; skipped: "
                      "%s", _checkpoint_files(FLAGS.output), result.architecture,
@@ -109,12 +124,12 @@ def main(_):
         return
     config = (BertConfig.from_json_file(FLAGS.bert_config_file)
               if FLAGS.bert_config_file else None)
-    if FLAGS.input.endswith(_KERAS_SUFFIXES):
+    if from_keras:
         model = keras_files.from_keras_file(FLAGS.input, FLAGS.output, config)
         logging.info("Wrote %d variables of %s to %s", len(model.weights), model.name,
                      _checkpoint_files(FLAGS.output))
         return
-    if not FLAGS.output.endswith(_KERAS_SUFFIXES):
+    if to_hf:
         config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")
         result = huggingface.original_to_hf(
             FLAGS.input, FLAGS.output, BertConfig.from_json_file(config_file),

@@ -22,12 +22,28 @@ importlib.import_module("tensorflow_text")  # registers the in-graph tokenizer's
 
 
 def newest_version(export_dir):
+    """The newest numbered version in `export_dir`, or `export_dir` itself.
+
+    Raises:
+      ValueError: naming the folder, if it is none or holds no SavedModel.
+    """
+    if not os.path.isdir(export_dir):
+        problem = "is a file, not a folder" if os.path.exists(export_dir) else "does not exist"
+        raise ValueError(f"EXPORT_DIR {export_dir} {problem}")
     versions = [name for name in os.listdir(export_dir) if name.isdigit()]
-    return os.path.join(export_dir, max(versions, key=int)) if versions else export_dir
+    version = os.path.join(export_dir, max(versions, key=int)) if versions else export_dir
+    if not os.path.isfile(os.path.join(version, "saved_model.pb")):
+        raise ValueError(f"EXPORT_DIR {version} holds no saved_model.pb: give the --export_dir "
+                         f"of run_classifier.py or one of its version folders")
+    return version
 
 
 def main(export_dir, texts):
-    version = newest_version(export_dir)
+    try:
+        version = newest_version(export_dir)
+    except ValueError as error:  # the scripts' one line and exit status (modeling/cli.py)
+        print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
+        sys.exit(2)
     signatures = tf.saved_model.load(version).signatures
     print(f"{version}: signatures")
     for name, function in sorted(signatures.items()):

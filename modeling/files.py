@@ -1,6 +1,8 @@
 """Outputs that appear only when complete: each is written under a temporary name beside it and
 renamed over it at the end, so a killed run leaves the old file or the new one, never half.
-Local paths need no TensorFlow; remote ones (gs://...) go through `tf.io.gfile`.
+Local paths need no TensorFlow; remote ones (gs://...) go through `tf.io.gfile`. The checks
+that every script makes before any work are here too: outputs that can be written
+(`check_outputs`, `check_writable_directory`), inputs that can be read (`check_input`).
 
 The temporary name is `<path>.tmp-<pid>[-<tag>]` (`temp_path`), so that a leftover is
 recognisable and a process can clean up its own; a writer that insists on a suffix (Keras'
@@ -186,7 +188,11 @@ def check_outputs(outputs, inputs=(), flag="--output_file"):
 
 
 def check_writable_directory(directory, flag, path=None):
-    """Refuses a directory that cannot be made or written, naming the flag and the path."""
+    """Refuses a directory that cannot be made or written, naming the flag and the path.
+
+    Writing is tried (a file made and removed in the nearest existing directory): permission
+    bits say nothing to root, who still cannot write under /proc or on a read-only mount.
+    """
     path = path or directory
     if _is_remote(directory):
         return
@@ -195,8 +201,45 @@ def check_writable_directory(directory, flag, path=None):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise ValueError(f"{flag}={path}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag}={path}: {existing} is not writable")
+    # A name `remove_stale_temps_in` knows, should this process die before removing it.
+    probe = temp_path(os.path.join(existing, ".write-check"))
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError as error:
+        raise ValueError(f"{flag}={path}: {existing} is not writable ({error.strerror})") \
+            from None
+    os.remove(probe)
+
+
+def check_input(path, flag, value=None):
+    """Refuses, before any work, an input file that cannot be read: one that does not exist,
+    is a directory, or cannot be opened. Remote paths are left to their reader.
+
+    Args:
+      path: the input file.
+      flag: the flag that names it, "--vocab_file".
+      value: the flag's value, where `path` was found from it (a file in --data_dir).
+
+    Raises:
+      ValueError: naming the flag and the path.
+    """
+    if _is_remote(path):
+        return
+    where = f"{flag}={value}: {path}" if value is not None else f"{flag}={path}"
+    if not os.path.exists(path):
+        raise ValueError(f"{where} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"{where} is a directory, not a file")
+    if not os.path.isfile(path):
+        # A pipe or a device (`<(zcat corpus.gz)`, /dev/stdin) is read as given: opening it
+        # here could block, or consume what the reader needs.
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"{where} cannot be read (permission denied)")
+        return
+    try:
+        open(path, "rb").close()
+    except OSError as error:
+        raise ValueError(f"{where} cannot be read ({error.strerror})") from None
 
 
 def remove_stale_temps(path, suffix=""):

@@ -328,6 +328,19 @@ def test_a_bad_request_gets_a_clear_error_or_empty_outputs(served, name, signatu
         assert error in result.get("error", "").replace("\\'", "'"), result
 
 
+def test_a_loaded_signature_given_a_scalar_names_that_input(exported):
+    """`tf.saved_model.load`'s signatures run a request of another shape too: a scalar for a
+    [batch] input of a pair is named, as in a single-text signature (by the one check of every
+    text signature; the pair's rows were read off a scalar `text_b` before its check ran)."""
+    serve = tf.saved_model.load(str(exported["classifier"][0])).signatures["serving_default"]
+    for inputs, named in [({"text_a": ["the lamp"], "text_b": "a boat"}, "text_b"),
+                          ({"text_a": "the lamp", "text_b": ["a boat"]}, "text_a")]:
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            serve(**{field: tf.constant(value) for field, value in inputs.items()})
+        assert (f"input '{named}' must be a 1-D tensor of strings [batch]; got shape] []"
+                in error.value.message.replace("\\'", "'")), error.value.message
+
+
 def test_tf_servings_cpp_loader_answers_an_empty_batch_and_refuses_a_mismatched_mask(exported):
     directory = exported["classifier"][0]
     status, outputs, stderr = serve_once(directory, "serving_default",

@@ -200,6 +200,7 @@ def test_out_of_range_options_are_refused_naming_the_flag(tmp_path, vocab, confi
         output_dir=str(tmp_path / "out"), do_train=True, **{flag: value})
     config = BertConfig.from_json_file(config_file)
     with pytest.raises(ValueError, match=f"--{flag}"):
+        options.check()
         fine_tuning.check(ClassifierTask(str(tmp_path), "MRPC"), options, config,
                           tokenization.FullTokenizer(str(vocab)))
 
@@ -596,3 +597,126 @@ def test_converting_a_keras_file_onto_itself_is_refused(tmp_path, tiny_model_fil
     _one_line_error(process, f"--output={model}")
     assert model.read_bytes() == (tiny_model_files / "model.keras").read_bytes()
     assert os.listdir(tmp_path) == ["model.keras"]
+
+# --- Inputs and outputs checked up front (issue 27) ------------------------------------------
+
+def _squad_file(path, ids):
+    """A SQuAD file of one article, a paragraph per id; its questions have these ids."""
+    paragraphs = [{"context": "the keeper lit the lamp.",
+                   "qas": [{"id": qid, "question": "who lit the lamp?",
+                            "answers": [{"text": "the keeper", "answer_start": 0}]}]}
+                  for qid in ids]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": paragraphs}]}))
+    return path
+
+
+def test_run_squad_refuses_two_questions_of_one_id_before_predicting(tmp_path, vocab,
+                                                                     config_file):
+    predict = _squad_file(tmp_path / "dev.json", ["q0", "q1", "q2", "q1"])
+    process = run_script("run_squad.py", f"--vocab_file={vocab}",
+                         f"--bert_config_file={config_file}", f"--output_dir={tmp_path / 'out'}",
+                         "--do_predict", f"--predict_file={predict}", "--allow_untrained",
+                         "--max_seq_length=32", "--max_query_length=8", check=False)
+    _one_line_error(process, predict, "'q1'", "data[0].paragraphs[1].qas[0]",
+                    "data[0].paragraphs[3].qas[0]")
+    assert not (tmp_path / "out" / "predictions.json").exists()
+
+
+def test_two_swag_examples_of_one_id_are_refused_naming_both_lines(tmp_path):
+    from modeling.data import multiple_choice
+    header = ",sent1,sent2,ending0,ending1,ending2,ending3\n"  # the index column, unnamed
+    row = "{},a,b,w,x,y,z\n"
+    path = tmp_path / "test.csv"
+    path.write_text(header + row.format(7) + row.format(8) + row.format(7))
+    with pytest.raises(ValueError, match=rf"{path}: id '7' is used twice, at line 2 and at "
+                                         rf"line 4"):
+        multiple_choice.read_swag(path, has_labels=False)
+
+
+def _fine_tuning_options(tmp_path, vocab, config_file, **changes):
+    from modeling.training import fine_tuning
+    options = {"bert_config_file": str(config_file), "vocab_file": str(vocab),
+               "output_dir": str(tmp_path / "out"), **changes}
+    return fine_tuning.FineTuningOptions(**options)
+
+
+@pytest.mark.parametrize("flag, case", [
+    ("export_dir", "a_file"), ("export_dir", "under_a_file"), ("output_dir", "under_proc"),
+    ("output_dir", "export_is_a_file"),
+])
+def test_outputs_that_cannot_be_written_are_refused_by_the_options(tmp_path, vocab, config_file,
+                                                                  flag, case):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    path = {"a_file": a_file, "under_a_file": a_file / "serving",
+            "under_proc": pathlib.Path("/proc/bert_out"), "export_is_a_file": tmp_path / "out"}
+    if case == "export_is_a_file":  # where training writes the original-format checkpoint
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "export").write_text("")
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   **{flag: str(path[case])})
+    with pytest.raises(ValueError, match=f"--{flag}={path[case]}: "):
+        options.check()
+
+
+@pytest.mark.parametrize("direction", ["to_checkpoint", "to_hugging_face"])
+def test_convert_checkpoint_output_that_cannot_be_written_is_refused_first(tmp_path,
+                                                                          direction):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    # Neither input exists: the output is checked before anything is read.
+    source, output = {"to_checkpoint": ("model.keras", a_file / "bert_model.ckpt"),
+                      "to_hugging_face": ("bert_model.ckpt", a_file)}[direction]
+    process = run_script("convert_checkpoint.py", f"--input={tmp_path / source}",
+                         f"--output={output}", check=False)
+    _one_line_error(process, f"--output={output}", "is a file, not a directory")
+
+
+def test_a_train_tsv_that_is_a_directory_is_named(tmp_path):
+    from modeling.data import classifier
+    (tmp_path / "train.tsv").mkdir()
+    with pytest.raises(ValueError, match=f"--data_dir={tmp_path}: {tmp_path / 'train.tsv'} is "
+                                         f"a directory, not a file"):
+        classifier.get_processor("MRPC").get_train_examples(str(tmp_path))
+
+
+@pytest.mark.parametrize("flag", ["vocab_file", "bert_config_file"])
+def test_input_files_that_cannot_be_read_are_refused_by_the_options(tmp_path, vocab,
+                                                                   config_file, flag):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   **{flag: str(folder)})
+    with pytest.raises(ValueError, match=f"--{flag}={folder} is a directory, not a file"):
+        options.check()
+    missing = tmp_path / "missing.txt"
+    options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(missing)})
+    with pytest.raises(ValueError, match=f"--{flag}={missing} does not exist"):
+        options.check()
+    # A pipe is read as given (`--vocab_file=<(zcat vocab.txt.gz)`): not opened by the check.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(pipe)}).check()
+
+
+def test_query_savedmodel_names_a_missing_export_dir(tmp_path):
+    missing = tmp_path / "serving"
+    process = run_script("query_savedmodel.py", missing, "the lamp", check=False)
+    _one_line_error(process, f"EXPORT_DIR {missing} does not exist")
+
+
+def test_build_vocab_refuses_a_negative_count_naming_the_flag(tmp_path, corpus):
+    process = run_script("build_vocab.py", f"--input_file={corpus}",
+                         f"--output_file={tmp_path / 'vocab.txt'}", "--num_unused=-5",
+                         check=False)
+    _one_line_error(process, "--num_unused must not be negative, got -5")
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_a_tf_config_that_is_not_json_is_named(tmp_path, vocab, config_file, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": ')
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   distribution_strategy="multi_worker_mirrored")
+    with pytest.raises(ValueError, match=r"^TF_CONFIG is not JSON: Expecting value at line 1 "
+                                         r"column 13 \(char 12\)$"):
+        options.check()

@@ -68,9 +68,7 @@ class DataProcessor:
 
     def read(self, data_dir, split):
         path = os.path.join(data_dir, self.files[split])
-        if not os.path.exists(path):
-            raise ValueError(f"{path} does not exist: --data_dir must hold the task's "
-                             f"{self.files[split]}")
+        files.check_input(path, "--data_dir", data_dir)
         rows = text.read_tsv(path)[1 if self.header else 0:]
         return [self.example(path, number, row, split) for number, row in rows]
 
@@ -166,8 +164,7 @@ class XnliProcessor(DataProcessor):
     def read(self, data_dir, split):
         if split == "train":
             path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
-            if not os.path.exists(path):
-                raise ValueError(f"{path} does not exist")
+            files.check_input(path, "--data_dir", data_dir)
             examples = []
             for number, row in text.read_tsv(path)[1:]:
                 # The translated MultiNLI says "contradictory" where XNLI says "contradiction".
@@ -176,8 +173,7 @@ class XnliProcessor(DataProcessor):
                 examples.append(self.example(path, number, row, "train", columns=(0, 1, 2)))
             return examples
         path = os.path.join(data_dir, "XNLI-1.0", self.files[split])
-        if not os.path.exists(path):
-            raise ValueError(f"{path} does not exist")
+        files.check_input(path, "--data_dir", data_dir)
         return [self.example(path, number, row, "dev")
                 for number, row in text.read_tsv(path)[1:] if row and row[0] == self.language]
 

@@ -53,7 +53,8 @@ def read_swag(path, has_labels):
 
     Raises:
       ValueError: naming file:line, for a missing column, a row whose field count differs from
-        the header's, or a label outside 0..3.
+        the header's, or a label outside 0..3; naming both lines, for an id used twice
+        (test_results.tsv is keyed by id).
     """
     csv.field_size_limit(text.FIELD_SIZE_LIMIT)
     with open(path, encoding="utf-8-sig", newline="") as reader:
@@ -68,7 +69,7 @@ def read_swag(path, has_labels):
             raise ValueError(f"{path}:1: missing column(s) {missing}; header is {header}")
         column = {name: header.index(name) for name in required}
         has_index = header[0] == ""
-        examples, line = [], rows.line_num
+        examples, ids, line = [], [], rows.line_num
         for row in rows:
             number, line = line + 1, rows.line_num  # a quoted field may span lines
             if not row:
@@ -85,8 +86,10 @@ def read_swag(path, has_labels):
                 label = int(label)
             sent2 = row[column["sent2"]]
             endings = [f"{sent2} {row[column[f'ending{i}']]}" for i in range(NUM_CHOICES)]
-            examples.append(SwagExample(row[0] if has_index else str(number),
-                                        row[column["sent1"]], endings, label))
+            example_id = row[0] if has_index else str(number)
+            examples.append(SwagExample(example_id, row[column["sent1"]], endings, label))
+            ids.append((example_id, f"line {number}"))
+    text.check_unique_ids(path, ids)
     return examples
 
 

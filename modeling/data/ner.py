@@ -139,6 +139,7 @@ def read_split(data_dir, split):
     for name in SPLIT_FILES[split]:
         path = os.path.join(data_dir, name)
         if os.path.exists(path):
+            files.check_input(path, "--data_dir", data_dir)
             return read_conll(path)
     raise ValueError(f"{data_dir} holds none of {', '.join(SPLIT_FILES[split])}: "
                      f"--data_dir must hold the {split} file")

@@ -39,13 +39,15 @@ def expand_input_patterns(input_file, glob_fn=glob.glob):
       glob_fn: the glob to use; `tf.io.gfile.glob` reaches remote file systems too.
 
     Raises:
-      ValueError: a pattern matches no file.
+      ValueError: a pattern matches no file, or a file cannot be read.
     """
     paths = []
     for pattern in filter(None, (p.strip() for p in input_file.split(","))):
         matches = [path for path in glob_fn(pattern) if not os.path.isdir(path)]
         if not matches:
             raise ValueError(f"--input_file pattern {pattern!r} matches no file")
+        for path in matches:
+            files.check_input(path, "--input_file")
         paths.extend(matches)
     if not paths:
         raise ValueError(f"--input_file {input_file!r} names no file")
@@ -284,7 +286,10 @@ def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case, 
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     if dupe_factor < 1:
         raise ValueError(f"dupe_factor must be at least 1, got {dupe_factor}")
+    if chunk_bytes < 0:
+        raise ValueError(f"--streaming_chunk_mb must not be negative, got {chunk_bytes / 1e6}")
     paths = expand_input_patterns(input_file)
+    files.check_input(vocab_file, "--vocab_file")
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
     files.check_outputs(outputs, paths + [vocab_file])
     _tokenizer(vocab_file, do_lower_case)  # fails early on a bad vocabulary; workers reuse it

@@ -16,7 +16,7 @@ import json
 from absl import logging
 
 from modeling import files
-from modeling.data import records, windows
+from modeling.data import records, text, windows
 from modeling.text import tokenization
 
 # The first feature's `unique_id`, as in the original; the model's outputs are matched back
@@ -176,16 +176,17 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
     Raises:
       ValueError: naming the file, and the question id where there is one: the file is not
         JSON or not SQuAD-shaped (no "data" list, a paragraph without "context" or "qas", a
-        question without "id" or "question"; when training, a question without "answers",
-        without "is_impossible" in SQuAD 2.0, with other than exactly one answer, or an answer
-        without "text" or "answer_start", empty, or reaching outside its context).
+        question without "id" or "question", two questions of one id, which predictions.json
+        is keyed by; when training, a question without "answers", without "is_impossible" in
+        SQuAD 2.0, with other than exactly one answer, or an answer without "text" or
+        "answer_start", empty, or reaching outside its context).
     """
     try:
         with open(input_file, encoding="utf-8-sig") as reader:
             input_data = json.load(reader)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{input_file} is not a UTF-8 JSON file: {error}") from None
-    examples = []
+    examples, ids = [], []
     for i, entry in enumerate(_get(input_data, "data", list, input_file)):
         for j, paragraph in enumerate(_get(entry, "paragraphs", list,
                                            f"{input_file}: data[{i}]")):
@@ -194,6 +195,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
             doc_tokens, char_to_word_offset = _split_context(context)
             for k, qa in enumerate(_get(paragraph, "qas", list, where)):
                 qas_id = _get(qa, "id", object, f"{where}.qas[{k}]")
+                ids.append((qas_id, f"data[{i}].paragraphs[{j}].qas[{k}]"))
                 where_qa = f"{input_file}: question {qas_id!r}"
                 question_text = _get(qa, "question", str, where_qa)
                 if not is_training:
@@ -206,6 +208,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
                                             char_to_word_offset, version_2_with_negative)
                 if example is not None:
                     examples.append(example)
+    text.check_unique_ids(input_file, ids)
     return examples
 
 

@@ -44,6 +44,26 @@ def read_tsv(path):
     return list(enumerate(rows, start=1))
 
 
+def check_unique_ids(path, ids):
+    """Refuses an input in which two examples share an id: the outputs (predictions.json,
+    test_results.tsv) are keyed by id, and one example's would silently replace or shadow the
+    other's.
+
+    Args:
+      path: the file read, for the message.
+      ids: iterable of (id, where): where the example is in the file ("line 7").
+
+    Raises:
+      ValueError: naming the file, the id and both places.
+    """
+    first = {}
+    for key, where in ids:
+        if key in first:
+            raise ValueError(f"{path}: id {key!r} is used twice, at {first[key]} and at {where}; "
+                             f"outputs are keyed by id")
+        first[key] = where
+
+
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
     """Pops tokens from the end of the longer list until the pair fits, in place.
 

@@ -41,39 +41,48 @@ def _wrapped_variable(variable):
     return value
 
 
-def checked_rows(tensor, name, rank=1):
-    """`tensor` with the rank its signature declares, checked when the graph runs.
+def checked_rows(inputs, ranks=None):
+    """A signature's string inputs, each of the rank it declares and all of one number of
+    rows, checked when the graph runs: the one check of every text signature.
 
-    TF Serving's loader feeds a signature's placeholder whatever shape the request has, and
-    shape inference has already assumed the declared rank (so `tf.rank` would be folded to it).
-    The check compares element counts instead: the product of the first `rank` dimensions
-    (-1 where the tensor has fewer) must equal its size.
+    TF Serving's loader, and a loaded signature called directly, feed a placeholder whatever
+    shape the request has, while shape inference has already assumed the declared rank (so
+    `tf.rank` would be folded to it). The check compares element counts instead: the product
+    of the first `rank` dimensions (-1 where the tensor has fewer) must equal its size. The
+    rows are compared on those dimensions (never sliced from a shape that may have none), and
+    only once every rank is right, so that the input at fault is the one named.
 
     Args:
-      tensor: a Tensor of declared rank `rank`.
-      name: the signature input's name, for the error message.
-      rank: the declared rank.
+      inputs: dict of input name -> string Tensor, in the signature's order.
+      ranks: dict of input name -> declared rank, for those not of rank 1.
 
     Returns:
-      `tensor` reshaped to its first `rank` dimensions, after the check (an empty batch fed
-      with fewer dimensions, `endings=[]` say, becomes [0, 0]).
+      The tensors in `inputs`' order, each reshaped to its first `rank` dimensions after the
+      checks (an empty batch fed with fewer dimensions, `endings=[]` say, becomes [0, 0]).
     """
-    dims = tf.concat([tf.shape(tensor), -tf.ones([rank], tf.int32)], axis=0)[:rank]
-    shape = "[batch]" if rank == 1 else "[batch, choices]"
-    check = tf.debugging.Assert(
-        tf.equal(tf.reduce_prod(dims), tf.size(tensor)),
-        [f"input '{name}' must be a {rank}-D tensor of strings {shape}; got shape",
-         tf.shape(tensor)])
-    with tf.control_dependencies([check]):
-        return tf.reshape(tensor, tf.maximum(dims, 0))
-
-
-def check_same_rows(first, first_name, second, second_name):
-    """Asserts that two inputs have the same number of rows (batch size)."""
-    rows_first, rows_second = tf.shape(first)[0], tf.shape(second)[0]
-    return tf.debugging.Assert(tf.equal(rows_first, rows_second), [
-        f"inputs '{first_name}' and '{second_name}' must have the same number of rows; got",
-        rows_first, "and", rows_second])
+    dims, rank_checks = {}, []
+    for name, tensor in inputs.items():
+        rank = (ranks or {}).get(name, 1)
+        dims[name] = tf.concat([tf.shape(tensor), -tf.ones([rank], tf.int32)], axis=0)[:rank]
+        shape = "[batch]" if rank == 1 else "[batch, choices]"
+        rank_checks.append(tf.debugging.Assert(
+            tf.equal(tf.reduce_prod(dims[name]), tf.size(tensor)),
+            [f"input '{name}' must be a {rank}-D tensor of strings {shape}; got shape",
+             tf.shape(tensor)]))
+    first, *others = inputs
+    with tf.control_dependencies(rank_checks):
+        row_checks = [tf.debugging.Assert(tf.equal(dims[first][0], dims[name][0]), [
+            f"inputs '{first}' and '{name}' must have the same number of rows; got",
+            dims[first][0], "and", dims[name][0]]) for name in others]
+    # The checks become control inputs of an identity of each input, which grappler passes on
+    # to its consumers when it drops the identity. A reshape made under the checks gets none
+    # where its shape was computed there too (TF skips a control input that an input implies),
+    # and grappler drops a reshape to rank 1 of a declared rank-1 input as a no-op: the checks
+    # went with it, and the rows were read off a scalar before any check ran.
+    with tf.control_dependencies(rank_checks + row_checks):
+        checked = [tf.identity(tensor) for tensor in inputs.values()]
+    return [tf.reshape(tensor, tf.maximum(dims[name], 0))
+            for name, tensor in zip(inputs, checked)]
 
 
 def checked_ids(input_ids, input_mask, segment_ids):

@@ -1,8 +1,7 @@
 """The classifier's SavedModel: text (or a text pair) in, probabilities and labels out."""
 import tensorflow as tf
 
-from modeling.export.base import (ServingModule, check_same_rows, checked_ids, checked_rows,
-                                   label_table)
+from modeling.export.base import ServingModule, checked_ids, checked_rows, label_table
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 
@@ -40,13 +39,8 @@ class ClassifierExport(ServingModule):
             *checked_ids(input_ids, input_mask, segment_ids)), input_signature=[ids, ids, ids])
 
     def _classify_text(self, text_a, text_b=None):
-        text_a = checked_rows(text_a, "text_a")
-        ids_b = None
-        if text_b is not None:
-            text_b = checked_rows(text_b, "text_b")
-            with tf.control_dependencies([check_same_rows(text_a, "text_a", text_b, "text_b")]):
-                ids_b = self.tokenizer(tf.identity(text_b))
-        inputs = self.packer(self.tokenizer(text_a), ids_b)
+        texts = {"text_a": text_a} if text_b is None else {"text_a": text_a, "text_b": text_b}
+        inputs = self.packer(*[self.tokenizer(text) for text in checked_rows(texts)])
         # Rows are padded to max_seq_length; only the batch's longest row needs computing.
         length = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
         return self._classify({name: value[:, :length] for name, value in inputs.items()})

@@ -1,7 +1,7 @@
 """The multiple-choice SavedModel: a context and its endings in, one probability per ending out."""
 import tensorflow as tf
 
-from modeling.export.base import ServingModule, check_same_rows, checked_rows
+from modeling.export.base import ServingModule, checked_rows
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
 
 
@@ -26,13 +26,12 @@ class MultipleChoiceExport(ServingModule):
         return {"serving_default": self.serve_text}
 
     def _choose(self, context, endings):
-        context = checked_rows(context, "context")
-        endings = checked_rows(endings, "endings", rank=2)
+        context, endings = checked_rows({"context": context, "endings": endings},
+                                        ranks={"endings": 2})
         rows, choices = tf.shape(endings)[0], tf.shape(endings)[1]
         no_choices = tf.debugging.Assert(
             (choices > 0) | (rows == 0), ["input 'endings' must hold at least one ending per row"])
-        with tf.control_dependencies([
-                no_choices, check_same_rows(context, "context", endings, "endings")]):
+        with tf.control_dependencies([no_choices]):
             endings = tf.identity(endings)
         contexts = tf.reshape(tf.repeat(context[:, tf.newaxis], choices, axis=1), [-1])
         packed = self.packer(self.tokenizer(contexts), self.tokenizer(tf.reshape(endings, [-1])))

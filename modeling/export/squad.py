@@ -19,7 +19,7 @@ import tensorflow_text as tf_text
 from modeling.data import squad as squad_data
 from modeling.evaluation import squad_answers
 from modeling.export import squad_text, windows
-from modeling.export.base import ServingModule, check_same_rows, checked_ids, checked_rows
+from modeling.export.base import ServingModule, checked_ids, checked_rows
 from modeling.text.graph_tokenizer import GraphTokenizer
 
 # SQuAD's own whitespace, narrower than the tokenizer's (`modeling.data.squad._is_whitespace`).
@@ -70,10 +70,7 @@ class SquadExport(ServingModule):
         return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
 
     def _answer(self, question, context):
-        question = checked_rows(question, "question")
-        context = checked_rows(context, "context")
-        with tf.control_dependencies([check_same_rows(question, "question", context, "context")]):
-            context = tf.identity(context)
+        question, context = checked_rows({"question": question, "context": context})
         query = self.tokenizer(question)[:, :self.max_query_length]  # [B, (q)]
         doc = _Context(context, self.tokenizer)
         budget = squad_data.max_tokens_for_doc(self.max_seq_length, query.row_lengths())

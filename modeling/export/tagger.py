@@ -30,7 +30,7 @@ class TaggerExport(ServingModule):
         return {"serving_default": self.serve_text}
 
     def _tag(self, text):
-        text = checked_rows(text, "text")
+        (text,) = checked_rows({"text": text})
         words = tf.strings.split(text)  # [B, (W)]
         pieces = self.tokenizer(words.flat_values)  # [words, (p)]
         counts = pieces.row_lengths()

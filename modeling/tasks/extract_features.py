@@ -117,6 +117,9 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     """The original `extract_features.py`: one JSON line per input line to `output_file`,
     written atomically, with the hidden states of `layers` for every token."""
     layer_indexes = parse_layers(layers)
+    for flag, path in (("--input_file", input_file), ("--vocab_file", vocab_file),
+                       ("--bert_config_file", bert_config_file)):
+        files.check_input(path, flag)
     files.check_outputs([output_file], [input_file, vocab_file, bert_config_file])
     require_positive("batch_size", batch_size)
     require_positive("progress_seconds", progress_seconds)

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, heads
+from modeling import export, files, heads
 from modeling.data import multiple_choice as multiple_choice_data
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.training import fine_tuning, input_pipeline
@@ -72,8 +72,7 @@ class MultipleChoiceTask(fine_tuning.Task):
 
     def _read(self, split, has_labels):
         path = os.path.join(self.data_dir, f"{split}.csv")
-        if not tf.io.gfile.exists(path):
-            raise ValueError(f"{path} does not exist: --data_dir must hold SWAG's {split}.csv")
+        files.check_input(path, "--data_dir", self.data_dir)
         return multiple_choice_data.read_swag(path, has_labels)
 
     def read(self, options, tokenizer):

@@ -14,7 +14,9 @@ from modeling.data import pretraining as pretraining_data, pretraining_pipeline,
 from modeling.encoder.config import BertConfig
 from modeling.models.pretraining import BertPretrainer
 from modeling.training import distribution, fine_tuning, input_pipeline, output_lock
-from modeling.training.options import TrainingOptions, check_max_seq_length, refuse_untrained
+from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
+                                       check_max_seq_length, refuse_untrained,
+                                       require_non_negative)
 from modeling.training.progress import PassProgress
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
@@ -234,14 +236,13 @@ class PretrainingOptions(TrainingOptions):
 
     POSITIVE = TrainingOptions.POSITIVE + ("num_train_steps", "max_eval_steps",
                                            "max_predictions_per_seq")
+    INPUT_FILES = ("bert_config_file",)
 
-    def check(self):
-        super().check()
+    def check_values(self):
+        super().check_values()
         if not self.do_train and not self.do_eval:
             raise ValueError("At least one of --do_train or --do_eval must be True.")
-        if self.num_warmup_steps < 0:
-            raise ValueError(f"--num_warmup_steps must not be negative, got "
-                             f"{self.num_warmup_steps}")
+        require_non_negative("num_warmup_steps", self.num_warmup_steps)
 
 
 def run(options):
@@ -284,7 +285,7 @@ def _run_in_output_dir(options, config, strategy, chief):
         fine_tuning.keep_original(pretrainer, options.output_dir, chief)
         if chief:
             tf.io.gfile.copy(options.bert_config_file, os.path.join(
-                options.output_dir, "export", "bert_config.json"), overwrite=True)
+                options.output_dir, ORIGINAL_CHECKPOINT_DIR, "bert_config.json"), overwrite=True)
 
     if options.do_eval:
         if not options.do_train and not pretrainer.restore_latest(options.output_dir):

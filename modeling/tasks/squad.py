@@ -79,10 +79,11 @@ class SquadTask(fine_tuning.Task):
     def check(self, options, config):
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             require_positive(name, getattr(self, name))
-        if options.do_train and not self.train_file:
-            raise ValueError("--do_train needs --train_file")
-        if options.do_predict and not self.predict_file:
-            raise ValueError("--do_predict needs --predict_file")
+        for action, name in (("do_train", "train_file"), ("do_predict", "predict_file")):
+            if getattr(options, action):
+                if not getattr(self, name):
+                    raise ValueError(f"--{action} needs --{name}")
+                files.check_input(getattr(self, name), f"--{name}")
         if options.max_seq_length <= self.max_query_length + 3:
             raise ValueError(f"--max_seq_length={options.max_seq_length} leaves no room for the "
                              f"document after a question of --max_query_length="

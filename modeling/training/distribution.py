@@ -1,4 +1,7 @@
 """Picks the `tf.distribute` strategy the TPUEstimator scripts' flags describe, and feeds it."""
+import json
+import os
+
 import tensorflow as tf
 
 from modeling.training import host_memory
@@ -36,6 +39,16 @@ def get_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=No
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ValueError(f"Unknown distribution strategy {name!r}; expected one of {STRATEGIES}")
+
+
+def check_tf_config():
+    """Raises ValueError, naming TF_CONFIG and where its JSON breaks, unless the variable
+    that multi_worker_mirrored reads is unset or JSON: TensorFlow's own error names neither."""
+    try:
+        json.loads(os.environ.get("TF_CONFIG", "{}"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not JSON: {error.msg} at line {error.lineno} column "
+                         f"{error.colno} (char {error.pos})") from None
 
 
 def per_replica_batches(strategy, dataset):

@@ -18,8 +18,9 @@ from modeling import export, files
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
 from modeling.training import distribution, output_lock
-from modeling.training.options import (TrainingOptions, check_max_seq_length,
-                                       check_vocabulary, refuse_untrained)
+from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
+                                       check_max_seq_length, check_vocabulary,
+                                       refuse_untrained)
 
 # The seed with which the original's run_squad shuffles its training examples before writing them.
 TRAIN_SHUFFLE_SEED = 12345
@@ -56,9 +57,11 @@ class FineTuningOptions(TrainingOptions):
     bucket_by_length: bool = False
 
     POSITIVE = TrainingOptions.POSITIVE + ("predict_batch_size", "padding_multiple")
+    INPUT_FILES = ("bert_config_file", "vocab_file")
+    OUTPUT_DIRS = TrainingOptions.OUTPUT_DIRS + ("export_dir",)
 
-    def check(self):
-        super().check()
+    def check_values(self):
+        super().check_values()
         if self.bucket_by_length and not self.dynamic_padding:
             raise ValueError("--bucket_by_length needs --dynamic_padding (buckets are batches "
                              "cut to their length)")
@@ -165,8 +168,8 @@ class Context:
 
 
 def check(task, options, config, tokenizer):
-    """Every check of the options against each other, the config and the vocabulary."""
-    options.check()
+    """Every check of the options against each other, the config and the vocabulary (after
+    `options.check()`, which checks that these can be read)."""
     if not any(getattr(options, name) for name in task.ACTIONS):
         raise ValueError("At least one of " + ", ".join(f"--{name}" for name in task.ACTIONS)
                          + " must be set.")
@@ -191,6 +194,7 @@ def run(task, options):
       ValueError: an option, a file or the data is wrong; the message names it. Raised
         before training starts wherever it can be known then.
     """
+    options.check()
     config = BertConfig.from_json_file(options.bert_config_file)
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
     check(task, options, config, tokenizer)
@@ -261,7 +265,8 @@ def keep_original(trainer, output_dir, chief):
     """Writes the model in the original name-based format with its Adam slots to
     output_dir/export/bert_model.ckpt, for the original tools and the other scripts."""
     # Every worker writes (collectives); only the chief's copy is kept.
-    path = os.path.join(output_dir if chief else tempfile.mkdtemp(), "export", "bert_model.ckpt")
+    path = os.path.join(output_dir if chief else tempfile.mkdtemp(), ORIGINAL_CHECKPOINT_DIR,
+                        "bert_model.ckpt")
     trainer.export_original(path)
     logging.info("Original-format checkpoint: %s", path)
 

@@ -11,6 +11,8 @@ from modeling.training import distribution
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
+# Where a training run writes its model in the original format, under output_dir.
+ORIGINAL_CHECKPOINT_DIR = "export"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -42,10 +44,28 @@ class TrainingOptions:
     progress_seconds: float = 30.0
 
     POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
-                "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps")
+                "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps",
+                "num_tpu_cores")
+    INPUT_FILES = ()  # the options that name a file the run reads
+    OUTPUT_DIRS = ("output_dir",)  # the options that name a directory the run writes, if set
 
     def check(self):
-        """Raises ValueError naming the first option out of range."""
+        """Raises ValueError naming the first option out of range, else the first input that
+        cannot be read or output that cannot be written: before any work, so that no run
+        fails at its end for a path it was given at its start."""
+        self.check_values()
+        for name in self.INPUT_FILES:
+            files.check_input(getattr(self, name), f"--{name}")
+        for name in self.OUTPUT_DIRS:
+            if getattr(self, name):
+                files.check_writable_directory(getattr(self, name), f"--{name}")
+        if self.do_train:
+            files.check_writable_directory(
+                os.path.join(self.output_dir, ORIGINAL_CHECKPOINT_DIR), "--output_dir",
+                self.output_dir)
+
+    def check_values(self):
+        """The checks of the values alone, no path touched; a subclass adds its own."""
         for name in self.POSITIVE:
             require_positive(name, getattr(self, name))
         if not self.progress_seconds > 0:
@@ -56,9 +76,8 @@ class TrainingOptions:
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_choice("distribution_strategy", self.distribution_strategy,
                        distribution.STRATEGIES)
-        files.check_writable_directory(self.output_dir, "--output_dir")
-        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
-            raise ValueError(f"--output_dir={self.output_dir} is a file, not a directory")
+        if self.distribution_strategy == "multi_worker_mirrored" and not self.use_tpu:
+            distribution.check_tf_config()
 
     def trainer_options(self):
         """The keyword arguments of `Trainer` these options set."""
@@ -106,6 +125,11 @@ class TrainingOptions:
 def require_positive(name, value):
     if value is None or value <= 0:
         raise ValueError(f"--{name} must be positive, got {value}")
+
+
+def require_non_negative(name, value):
+    if value is None or value < 0:
+        raise ValueError(f"--{name} must not be negative, got {value}")
 
 
 def require_choice(name, value, choices):
