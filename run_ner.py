@@ -10,7 +10,9 @@ output layer on the final hidden states, no CRF.
 data_dir holds train.txt, valid.txt (or dev.txt) and test.txt: `word ... tag` per line, a
 blank line between sentences. --do_eval writes eval_results.txt (conlleval's entity-level
 precision, recall and F1, overall and per type) and eval_predictions.txt; --do_predict writes
-test_predictions.txt: the input lines with a predicted-tag column.
+test_predictions.txt: the input lines with a predicted-tag column. A sentence longer than
+max_seq_length is read in overlapping windows cut at words, --doc_stride pieces apart; the
+--export_dir SavedModel reads long sentences the same way.
 """
 from modeling import quiet
 
@@ -30,12 +32,17 @@ shared_flags.define_fine_tuning_flags(do_lower_case=False)
 flags.DEFINE_string("data_dir", None, "Directory of train.txt, valid.txt/dev.txt, test.txt.")
 flags.DEFINE_enum("tag_scheme", "auto", list(ner_data.SCHEMES), "The files' tags: IOB1, IOB2, "
                   "or detected from the training file.")
+flags.DEFINE_integer("doc_stride", None, "Sentences longer than a window (max_seq_length - 2 "
+                     "word pieces) are read in overlapping windows cut at words: pieces from one "
+                     "window's start to the next, rounded up to a word; at least 1 and below "
+                     "max_seq_length - 2. Default: half a window.")
 flags.mark_flag_as_required("data_dir")
 flags.adopt_module_key_flags(shared_flags)
 
 
 def main(_):
-    fine_tuning.run(NerTask(FLAGS.data_dir, FLAGS.tag_scheme), shared_flags.fine_tuning_options())
+    fine_tuning.run(NerTask(FLAGS.data_dir, FLAGS.tag_scheme, FLAGS.doc_stride),
+                    shared_flags.fine_tuning_options())
 
 
 if __name__ == "__main__":

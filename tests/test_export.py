@@ -20,6 +20,8 @@ from modeling.models.classifier import BertClassifier
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.models.squad import BertSpanModel
 from modeling.models.ner import BertTokenClassifier
+from modeling.data import ner as ner_data
+from modeling.text import tokenization
 from scripts import script_env
 from serving import assert_same_outputs, serve_many, serve_once
 
@@ -85,10 +87,17 @@ def _squad(vocab):
     ]
 
 
+# Several windows of SEQ - 2 = 22 pieces, TAGGER_STRIDE apart (half a window would be 11): words
+# of several pieces, one longer than a window (cut to 22 pieces), one of none (U+200B, [UNK]).
+LONG_ROW = " ".join(["the boats sailed at dusk", "lamps lit", "boat" + "s" * 30, "\u200b",
+                     "the keeper closed the market early"] * 4)
+TAGGER_STRIDE = 5
+
+
 def _tagger(vocab):
     module = export.TaggerExport(BertTokenClassifier(CONFIG, len(TAGS)), vocab, False, SEQ,
-                                 TAGS)
-    return module, [("serving_default", {"text": SENTENCES})]
+                                 TAGS, doc_stride=TAGGER_STRIDE)
+    return module, [("serving_default", {"text": SENTENCES + [LONG_ROW]})]
 
 
 def _multiple_choice(vocab):
@@ -192,6 +201,54 @@ def test_tf_servings_cpp_loader_answers_as_tf_saved_model_load(exported, served,
         status, outputs, stderr = serve_once(directory, signature, strings, int32)
         assert status == 0, stderr[-3000:]
         assert_same_outputs(outputs, result["object_loader"])
+
+
+def exported_tagger(directory):
+    """A `BertTokenClassifier` with the exported tagger's weights."""
+    model = BertTokenClassifier(CONFIG, len(TAGS))
+    saved = tf.saved_model.load(str(directory)).model_variables
+    assert len(model.variables) == len(saved)
+    for variable, value in zip(model.variables, saved):
+        variable.assign(value)
+    return model
+
+
+def run_ner_tags(model, vocab, rows, stride):
+    """run_ner.py's tags of each row: its windows (`convert_sentences`), the model on them,
+    `assemble_predictions`. Returns (tags of each row, windows of each row)."""
+    tokenizer = tokenization.FullTokenizer(str(vocab), False)
+    sentences = [ner_data.Sentence(row.split(), ["O"] * len(row.split()), row.split())
+                 for row in rows]
+    features = ner_data.convert_sentences(sentences, TAGS, SEQ, tokenizer, stride)
+    ids, mask = (np.array([getattr(f, name) for f in features], np.int32)
+                 for name in ("input_ids", "input_mask"))
+    predicted = model({"input_ids": ids, "input_mask": mask, "token_type_ids": 0 * ids},
+                      training=False)["predictions"]
+    windows = np.bincount([f.sentence_index for f in features], minlength=len(rows))
+    return ner_data.assemble_predictions(sentences, features, predicted, TAGS), windows
+
+
+def served_tags(outputs):
+    """Each row's tags, cut at its `num_words`."""
+    return [list(tags[:count]) for tags, count in zip(outputs["tags"], outputs["num_words"])]
+
+
+def test_the_tagger_tags_every_word_of_any_length_as_run_ner(exported, served):
+    directory, _ = exported["tagger"]
+    model, vocab = exported_tagger(directory), directory / "assets/vocab.txt"
+    requests, results, _ = served["tagger"]
+    rows = [row for _, inputs in requests for row in inputs["text"]]
+    expected, windows = run_ner_tags(model, vocab, rows, TAGGER_STRIDE)
+    assert [tags for result in results for tags in served_tags(result["session"])] == expected
+    assert windows[len(SENTENCES)] >= 6  # LONG_ROW, read in many windows
+    # The stride is the export's own: windows half a window apart tag these rows otherwise.
+    assert run_ner_tags(model, vocab, rows, None)[0] != expected
+    # And TF Serving's C++ loader, on rows of many windows.
+    status, outputs, stderr = serve_once(directory, "serving_default",
+                                         {"text": [LONG_ROW, SENTENCES[3], "storm"]})
+    assert status == 0, stderr[-3000:]
+    assert served_tags({k: v.tolist() for k, v in outputs.items()}) == [
+        expected[len(SENTENCES)], expected[3], expected[4]]
 
 
 def readme_saved_model_cli_command():

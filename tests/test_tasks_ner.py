@@ -3,9 +3,11 @@ import collections
 import types
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling.data import ner as ner_data
+from modeling.models.ner import BertTokenClassifier
 from modeling.tasks import ner
 from modeling.text import tokenization
 
@@ -95,3 +97,32 @@ def file_positions(in_file, sentences):
     for i, sentence in enumerate(in_file):
         positions[tuple(sentence.lines)].append(i)
     return [positions[tuple(sentence.lines)].pop(0) for sentence in sentences]
+
+
+def test_doc_stride_sets_the_windows_of_every_split_and_of_the_export(word_tokenizer,
+                                                                      tiny_config, tmp_path):
+    sentence = "".join(f"{word} O\n" for word in ("the keeper walks away safely . " * 3).split())
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (tmp_path / name).write_text(sentence)
+    options = types.SimpleNamespace(do_train=True, do_eval=True, do_predict=True,
+                                    max_seq_length=8, do_lower_case=True,
+                                    vocab_file=str(tmp_path / "words_vocab.txt"))  # the fixture's
+    # 18 words of one piece, windows of 6 words starting 2 words apart, or half a window (3).
+    for doc_stride, firsts in ((None, [0, 3, 6, 9, 12]), (2, [0, 2, 4, 6, 8, 10, 12])):
+        task = ner.NerTask(str(tmp_path), doc_stride=doc_stride)
+        task.read(options, word_tokenizer)
+        for features in (task.train_features, task.dev[1], task.test[1]):
+            assert [f.word_ids[1] for f in features] == firsts
+    context = types.SimpleNamespace(options=options, trainer=types.SimpleNamespace(
+        model=BertTokenClassifier(tiny_config, 1)))
+    assert task.export_module(context).doc_stride == 2
+
+
+@pytest.mark.parametrize("doc_stride", [0, 6])
+def test_a_doc_stride_outside_the_window_is_refused(doc_stride):
+    options = types.SimpleNamespace(max_seq_length=8)  # windows of 6 pieces
+    with pytest.raises(ValueError, match=rf"^--doc_stride={doc_stride} must be at least 1 and "
+                                         r"below --max_seq_length - 2 = 6"):
+        ner.NerTask("data", doc_stride=doc_stride).check(options, None)
+    ner.NerTask("data", doc_stride=5).check(options, None)
+    ner.NerTask("data").check(options, None)

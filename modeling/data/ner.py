@@ -14,12 +14,14 @@ U+200B) becomes [UNK] too, so that every word is predicted.
 Windows. A sentence of at most `max_seq_length - 2` pieces is one window, `[CLS] pieces [SEP]`.
 A longer one is cut at word boundaries into windows of at most that many pieces: a window takes
 as many whole words as fit, and the next starts at the first word at least `stride` pieces after
-the start of the previous one (but no later than the word after the previous window's last, so
-no word is skipped). Every word is predicted (label weight 1) in exactly one of the windows
-that hold it: the one where the smaller of its left and right context, counted in pieces, is
-largest, ties going to the longer window, then to the earlier one (the "max context" rule of
-the original `run_squad.py`). A single word of more pieces than a window holds keeps only its
-first `max_seq_length - 2` pieces; its label is on the first, as always.
+the start of the previous one (run_ner.py's --doc_stride, half a window by default; but no
+later than the word after the previous window's last, so no word is skipped). Every word is
+predicted (label weight 1) in exactly one of the windows that hold it: the one where the
+smaller of its left and right context, counted in pieces, is largest, ties going to the longer
+window, then to the earlier one (the "max context" rule of the original `run_squad.py`). A
+single word of more pieces than a window holds keeps only its first `max_seq_length - 2`
+pieces; its label is on the first, as always. `modeling.export.word_windows` builds the same
+windows in the graph, for the SavedModel.
 
 No TensorFlow is imported here.
 """
@@ -250,6 +252,12 @@ def _windows(piece_counts, max_pieces, stride):
     return windows, owners
 
 
+def window_stride(max_seq_length, stride=None):
+    """`stride`, or for None the default: half a window, `(max_seq_length - 2) // 2`, at
+    least 1."""
+    return max((max_seq_length - 2) // 2, 1) if stride is None else stride
+
+
 def convert_sentence(sentence, label_list, max_seq_length, tokenizer, stride=None,
                      sentence_index=0):
     """Cuts one sentence into windows (see the module docstring).
@@ -260,7 +268,7 @@ def convert_sentence(sentence, label_list, max_seq_length, tokenizer, stride=Non
       max_seq_length: int, length of the packed, padded sequences; at least 3.
       tokenizer: a `tokenization.FullTokenizer`.
       stride: int, pieces from one window's start to the next's (rounded up to a word);
-        default half a window, `(max_seq_length - 2) // 2`.
+        None for `window_stride`'s default, half a window.
       sentence_index: int, stored in the features.
 
     Returns:
@@ -271,7 +279,7 @@ def convert_sentence(sentence, label_list, max_seq_length, tokenizer, stride=Non
         in `label_list`.
     """
     max_pieces = max_seq_length - 2  # [CLS], [SEP]
-    stride = max(max_pieces // 2, 1) if stride is None else stride
+    stride = window_stride(max_seq_length, stride)
     if max_pieces < 1 or stride < 1:
         raise ValueError(f"Need max_seq_length >= 3 and stride >= 1, got {max_seq_length} "
                          f"and {stride}")

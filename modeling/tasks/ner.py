@@ -71,8 +71,16 @@ class NerTask(fine_tuning.Task):
     CASE_MISMATCH_WARNS = True  # the paper's cased model is the usual mismatch
     TRAIN_UNITS = "training windows"
 
-    def __init__(self, data_dir, tag_scheme="auto"):
-        self.data_dir, self.tag_scheme = data_dir, tag_scheme
+    def __init__(self, data_dir, tag_scheme="auto", doc_stride=None):
+        """`doc_stride`: pieces from one window's start to the next (see `modeling.data.ner`);
+        None for half a window."""
+        self.data_dir, self.tag_scheme, self.doc_stride = data_dir, tag_scheme, doc_stride
+
+    def check(self, options, config):
+        free = options.max_seq_length - 2  # the pieces a window holds besides [CLS] and [SEP]
+        if self.doc_stride is not None and not 1 <= self.doc_stride < free:
+            raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1 and below "
+                             f"--max_seq_length - 2 = {free}, the pieces a window holds")
 
     def read(self, options, tokenizer):
         train = ner_data.read_split(self.data_dir, "train")
@@ -86,7 +94,7 @@ class NerTask(fine_tuning.Task):
         self.dev = self._read_split("dev", tokenizer, options) if options.do_eval else None
         self.test = self._read_split("test", tokenizer, options) if options.do_predict else None
         self.train_features = ner_data.convert_sentences(
-            self.train, self.labels, options.max_seq_length, tokenizer) \
+            self.train, self.labels, options.max_seq_length, tokenizer, self.doc_stride) \
             if options.do_train else []
         return len(self.train_features)
 
@@ -94,7 +102,8 @@ class NerTask(fine_tuning.Task):
         sentences = ner_data.normalize_tags(ner_data.read_split(self.data_dir, split),
                                             self.scheme)
         return sentences, ner_data.convert_sentences(sentences, self.labels,
-                                                     options.max_seq_length, tokenizer)
+                                                     options.max_seq_length, tokenizer,
+                                                     self.doc_stride)
 
     def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
         return TokenClassifierTrainer(strategy, config, len(self.labels),
@@ -155,4 +164,5 @@ class NerTask(fine_tuning.Task):
     def export_module(self, context):
         options = context.options
         return export.TaggerExport(context.trainer.model, options.vocab_file,
-                                   options.do_lower_case, options.max_seq_length, self.labels)
+                                   options.do_lower_case, options.max_seq_length, self.labels,
+                                   self.doc_stride)
