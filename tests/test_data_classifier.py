@@ -140,3 +140,43 @@ def test_real_xnli_dev_rewritten_in_the_originals_layout(data, tmp_path):
     assert {label: sum(e.label == label for e in dev) for label in
             ("contradiction", "entailment", "neutral")} == dict.fromkeys(
                 ("contradiction", "entailment", "neutral"), 830)
+
+
+def test_a_long_document_becomes_its_windows_each_with_the_documents_label(word_tokenizer):
+    text = " ".join(["the keeper lit the lamp"] * 3)  # 15 word pieces
+    example = classifier.InputExample("d", text, None, "b", "docs.tsv:4")
+    ids = word_tokenizer.convert_tokens_to_ids(word_tokenizer.tokenize(text))
+    cls, sep = word_tokenizer.vocab["[CLS]"], word_tokenizer.vocab["[SEP]"]
+    features = classifier.document_features(example, ["a", "b"], 8, word_tokenizer,
+                                            doc_stride=4)  # windows of 6 pieces, 4 apart
+    assert [f.input_ids for f in features] == [
+        [cls, *ids[0:6], sep], [cls, *ids[4:10], sep], [cls, *ids[8:14], sep],
+        [cls, *ids[12:15], sep, 0, 0, 0]]
+    assert [sum(f.input_mask) for f in features] == [8, 8, 8, 5]
+    assert all(f.label_id == 1 and f.segment_ids == [0] * 8 for f in features)
+
+
+def test_one_window_cut_at_the_head_is_the_originals_or_at_head_and_tail(word_tokenizer):
+    text = " ".join(["the keeper lit the lamp"] * 3)
+    example = classifier.InputExample("d", text, None, "a")
+    ids = word_tokenizer.convert_tokens_to_ids(word_tokenizer.tokenize(text))
+    [head] = classifier.document_features(example, ["a", "b"], 10, word_tokenizer)
+    assert head == classifier.convert_single_example(example, ["a", "b"], 10, word_tokenizer)
+    [head_tail] = classifier.document_features(example, ["a", "b"], 10, word_tokenizer,
+                                               truncation="head_tail")
+    assert head_tail.input_ids[1:-1] == ids[:2] + ids[-6:]  # 8 pieces: round(8 * 128 / 510)
+
+
+def test_a_document_without_word_pieces_has_no_window_and_names_its_line(word_tokenizer):
+    example = classifier.InputExample("d", " \t ", None, "a", "docs.tsv:4")
+    with pytest.raises(ValueError, match="docs.tsv:4: the document has no word pieces"):
+        classifier.document_features(example, ["a"], 8, word_tokenizer, doc_stride=3)
+    # One window cut from it is "[CLS] [SEP]", as the original reads an empty text.
+    assert classifier.document_features(example, ["a"], 8, word_tokenizer)[0].input_ids[:3] \
+        == [word_tokenizer.vocab["[CLS]"], word_tokenizer.vocab["[SEP]"], 0]
+
+
+def test_rows_know_their_file_and_line(tmp_path):
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\nthe lamp\t1\nthe ship\t0\n")
+    examples = classifier.get_processor("sst-2").get_dev_examples(str(tmp_path))
+    assert [e.source for e in examples] == [f"{tmp_path / 'dev.tsv'}:{n}" for n in (2, 3)]

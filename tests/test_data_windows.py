@@ -54,3 +54,50 @@ def test_first_argmax_takes_the_first_of_equal_values():
     values = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
     assert graph_windows.first_argmax(values, axis=1).numpy().tolist() == [1, 0]
     assert graph_windows.first_argmax(values.T, axis=0).numpy().tolist() == [1, 0]
+
+
+def test_head_tail_keeps_sun_et_als_128_and_382_of_510():
+    assert windows.head_tail(600, 510) == (128, 382)
+    assert windows.head_tail(511, 510) == (128, 382)
+    assert windows.head_tail(510, 510) == (510, 0)  # fits: nothing cut
+    assert windows.head_tail(300, 126) == (32, 94)  # 126 * 128 / 510 = 31.6
+    assert windows.head_tail(5, 1) == (0, 1)
+
+
+def test_documents_aggregate_their_windows_mean_of_probabilities_or_max_of_logits():
+    logits = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 1.0], [3.0, -1.0]])
+    counts = [1, 2, 1]  # documents of 1, 2 and 1 windows
+    softmax = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    mean = windows.document_probabilities(logits, counts, "mean")
+    np.testing.assert_allclose(mean, [softmax[0], softmax[1:3].mean(axis=0), softmax[3]])
+    largest = windows.document_probabilities(logits, counts, "max")
+    np.testing.assert_allclose(largest[1], np.exp([2.0, 1.0]) / np.exp([2.0, 1.0]).sum())
+    np.testing.assert_allclose(largest[[0, 2]], softmax[[0, 3]])  # one window: its softmax
+    assert windows.document_probabilities(np.zeros([0, 3]), [], "mean").shape == (0, 3)
+    with pytest.raises(ValueError, match="do not split 4 windows"):
+        windows.document_probabilities(logits, [2, 0, 2], "mean")
+    with pytest.raises(ValueError, match="unknown aggregation 'vote'"):
+        windows.document_probabilities(logits, counts, "vote")
+
+
+def test_the_graph_cuts_aggregates_and_gathers_windows_as_python():
+    graph_windows = pytest.importorskip("modeling.export.windows")
+    import tensorflow as tf
+    rows = [list(range(100, 100 + n)) for n in (0, 1, 7, 8, 9, 30)]
+    ids = tf.ragged.constant(rows, dtype=tf.int32)
+    for window in (1, 4, 8):
+        cut = graph_windows.head_tail(ids, window).to_list()
+        for row, got in zip(rows, cut):
+            head, tail = windows.head_tail(len(row), window)
+            assert got == row[:head] + row[len(row) - tail:], (len(row), window)
+    starts, lengths = graph_windows.spans(ids.row_lengths(), 8, 3)
+    pieces = graph_windows.window_pieces(ids, starts, lengths).to_list()
+    assert pieces == [row[s:s + n] for row in rows for s, n in windows.spans(len(row), 8, 3)]
+    rng = np.random.default_rng(0)
+    counts = np.array([1, 3, 2, 5])
+    logits = rng.normal(size=[counts.sum(), 3]).astype(np.float32)
+    splits = np.concatenate([[0], np.cumsum(counts)])
+    for aggregation in windows.AGGREGATIONS:
+        np.testing.assert_allclose(
+            graph_windows.document_probabilities(logits, splits, aggregation),
+            windows.document_probabilities(logits, counts, aggregation), atol=1e-6)

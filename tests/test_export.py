@@ -408,3 +408,78 @@ def test_tf_servings_cpp_loader_answers_an_empty_batch_and_refuses_a_mismatched_
         "input_ids": [[2, 7, 3]], "input_mask": [[1, 0]], "segment_ids": [[0, 0, 0]]})
     assert status == 1
     assert "input 'input_mask' must have the shape of 'input_ids'" in stderr.replace("\\'", "'")
+
+
+def _documents(count, seed):
+    """`count` documents of 1 to 80 words (up to 4 windows of SEQ - 2 pieces, 7 apart)."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(1, 81))) for _ in range(count)]
+
+
+def _python_probabilities(model, vocab, documents, **reading):
+    """run_classifier's answer: `document_features`, the model on each window, aggregated."""
+    from modeling.data import classifier as classifier_data, windows
+    from modeling.text import tokenization
+    tokenizer = tokenization.FullTokenizer(vocab, True)
+    aggregation = reading.pop("aggregation", "mean")
+    per_document = [classifier_data.document_features(
+        classifier_data.InputExample(str(i), text), [], SEQ, tokenizer, **reading)
+        for i, text in enumerate(documents)]
+    features = [window for document in per_document for window in document]
+    logits = model({"input_ids": np.array([f.input_ids for f in features], np.int32),
+                    "input_mask": np.array([f.input_mask for f in features], np.int32),
+                    "token_type_ids": np.array([f.segment_ids for f in features], np.int32)},
+                   training=False)["logits"]
+    return windows.document_probabilities(logits, [len(d) for d in per_document], aggregation)
+
+
+def _input_sensitive_classifier(num_labels, seed):
+    """A random classifier whose probabilities vary with its input: at the usual 0.02 scale
+    a random model's hardly do (then any reading of a document would pass at 1e-5)."""
+    keras.utils.set_random_seed(seed)
+    model = BertClassifier(BertConfig(**dict(CONFIG.to_dict(), initializer_range=0.5)),
+                           num_labels)
+    model.output_weights.assign(np.random.default_rng(seed).normal(
+        size=model.output_weights.shape).astype(np.float32))
+    return model
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("".join(f"{token}\n" for token in VOCAB), "utf-8")
+    return str(path)
+
+
+def test_a_document_export_answers_each_document_as_run_classifier(vocab_file):
+    """With max (mean: test_run_classifier_windows), all the rows' windows in one batch."""
+    model = _input_sensitive_classifier(3, seed=5)
+    module = export.DocumentClassifierExport(model, vocab_file, True, SEQ, ["a", "b", "c"],
+                                             doc_stride=7, aggregation="max")
+    documents = _documents(9, seed=4)
+    expected = _python_probabilities(model, vocab_file, documents, doc_stride=7,
+                                     aggregation="max")
+    mean = _python_probabilities(model, vocab_file, documents, doc_stride=7)
+    assert np.abs(mean - expected).max() > 0.01  # the aggregations differ
+    outputs = module.serve_text(tf.constant(documents))
+    np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5, rtol=0)
+    assert outputs["labels"].numpy().tolist() == [b"abc"[i:i + 1] for i in
+                                                  np.argmax(expected, axis=1)]
+    alone = module.serve_text(tf.constant(documents[4:5]))["probabilities"]
+    np.testing.assert_allclose(alone, expected[4:5], atol=1e-5, rtol=0)
+    assert module.serve_text(tf.constant([], tf.string))["probabilities"].shape == (0, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"document without word pieces .* at row\] \[2\]"):
+        module.serve_text(tf.constant(["the keeper", "storm", "\t", ""]))
+
+
+def test_a_head_and_tail_export_answers_as_run_classifier(vocab_file):
+    model = _input_sensitive_classifier(2, seed=6)
+    module = export.ClassifierExport(model, vocab_file, True, SEQ, ["a", "b"], False,
+                                     truncation="head_tail")
+    documents = _documents(5, seed=8) + [""]  # an empty text is "[CLS] [SEP]", as the head's
+    expected = _python_probabilities(model, vocab_file, documents, truncation="head_tail")
+    outputs = module.serve_text(tf.constant(documents))
+    np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5, rtol=0)
+    head = _python_probabilities(model, vocab_file, documents)
+    assert np.abs(head - expected).max() > 0.01  # the cut differs from the head's

@@ -306,7 +306,8 @@ def test_real_glue_tasks_give_their_metrics(task, metrics, tmp_path):
 
 
 @pytest.mark.parametrize("bad_flag, message", [
-    ("--task_name=nope", "Task not found: 'nope'; known tasks: ['cola', 'mnli'"),
+    ("--task_name=nope", "Task not found: 'nope'; known tasks: ['cola', 'hyperpartisan', "
+                         "'mnli'"),
     ("--max_seq_length=65", "--max_seq_length=65 must be between 3 and max_position_embeddings"),
     ("--train_batch_size=0", "--train_batch_size must be positive, got 0"),
 ])

@@ -1,4 +1,6 @@
 """modeling/tasks/classifier.py: the classifier's input pipeline, loss, metrics and outputs."""
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -96,3 +98,52 @@ def test_predictions_and_test_results_of_real_examples(tmp_path):
     classifier.write_test_results(values, str(path))
     assert path.read_text() == "0.25\t0.75\n0.5\t0.5\n"
     assert [p.name for p in tmp_path.iterdir()] == ["test_results.tsv"]
+
+
+def test_documents_are_their_windows_aggregated_and_scored_once_each():
+    logits = [[0.0, 2.0], [2.0, 0.0], [0.0, 2.0], [9.0, 9.0], [1.0, 3.0]]  # the last: padding
+    trainer = _Predicted(logits=logits, is_real_example=[1, 1, 1, 1, 0])
+    probabilities = classifier.document_probabilities(trainer, None, [1, 2, 1], "mean")
+    np.testing.assert_allclose(probabilities, [[0.1192029, 0.8807971], [0.5, 0.5], [0.5, 0.5]],
+                               atol=1e-6)
+    results = classifier.document_metrics(probabilities, [1, 0, 1], batch_size=2,
+                                          task_name="hyperpartisan", global_step=7)
+    losses = -np.log([0.8807971, 0.5, 0.5])
+    assert results["eval_accuracy"] == pytest.approx(2 / 3)  # argmax of a tie: class 0
+    assert results["eval_loss"] == pytest.approx(losses.mean(), abs=1e-6)
+    assert results["loss"] == pytest.approx((losses[:2].mean() + losses[2]) / 2, abs=1e-6)
+    assert results["eval_f1"] == pytest.approx(2 / 3) and results["global_step"] == 7
+
+
+def test_the_original_task_unless_a_long_text_option_is_given(tmp_path):
+    assert type(classifier.classifier_task(str(tmp_path), "sst-2")) is classifier.ClassifierTask
+    for options in ({"doc_stride": 5}, {"truncation": "head_tail"},
+                    {"window_aggregation": "max"}):
+        task = classifier.classifier_task(str(tmp_path), "sst-2", **options)
+        assert isinstance(task, classifier.DocumentClassifierTask), options
+
+
+class _Options:
+    max_seq_length = 24
+
+
+@pytest.mark.parametrize("task, options, message", [
+    ("mrpc", {"doc_stride": 5}, "--doc_stride=5 reads single texts, and mrpc pairs two"),
+    ("rte", {"truncation": "head_tail"}, "--truncation=head_tail reads single texts"),
+    ("sst-2", {"window_aggregation": "max"}, "--window_aggregation=max needs --doc_stride"),
+    ("sst-2", {"doc_stride": 5, "truncation": "head_tail"},
+     "--truncation=head_tail cuts each document to one window and --doc_stride=5 reads all"),
+    ("sst-2", {"doc_stride": 0}, "--doc_stride=0 must be at least 1 and below the 22 pieces"),
+    ("sst-2", {"doc_stride": 22}, "--doc_stride=22 must be at least 1 and below the 22 pieces"),
+    ("sst-2", {"doc_stride": 5, "window_aggregation": "vote"},
+     "--window_aggregation=vote is not one of mean, max"),
+])
+def test_long_text_options_that_do_not_fit_are_refused(tmp_path, task, options, message):
+    document_task = classifier.classifier_task(str(tmp_path), task, **options)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        document_task.check(_Options(), None)
+
+
+def test_a_stride_just_below_the_window_is_accepted(tmp_path):
+    classifier.classifier_task(str(tmp_path), "hyperpartisan", doc_stride=21).check(
+        _Options(), None)

@@ -1,5 +1,6 @@
 """Sentence(-pair) classification data: the GLUE and XNLI files as the original
-`run_classifier.py` reads them, and its feature conversion.
+`run_classifier.py` reads them, and its feature conversion; the Hyperpartisan articles
+(read by `hyperpartisan`); single texts of any length read as windows (`document_features`).
 
 No TensorFlow is imported here (nor by the modules it uses).
 """
@@ -7,16 +8,18 @@ import dataclasses
 import os
 
 from modeling import files
-from modeling.data import records, text
+from modeling.data import hyperpartisan, records, text, windows
 
 
 @dataclasses.dataclass
 class InputExample:
-    """One example: `label` is a class name, a float score (STS-B), or None for test sets."""
+    """One example: `label` is a class name, a float score (STS-B), or None for test sets;
+    `source` is where it was read ("path:line"), for error messages."""
     guid: str
     text_a: str
     text_b: str = None
     label: object = None
+    source: str = None
 
 
 class PaddingInputExample:
@@ -92,7 +95,7 @@ class DataProcessor:
         elif label not in self.labels:
             raise ValueError(f"{path}:{number}: unknown label {label!r}; "
                              f"expected one of {self.labels}")
-        return InputExample(f"{split}-{number}", text_a, text_b, label)
+        return InputExample(f"{split}-{number}", text_a, text_b, label, f"{path}:{number}")
 
 
 class ColaProcessor(DataProcessor):
@@ -178,10 +181,43 @@ class XnliProcessor(DataProcessor):
                 for number, row in text.read_tsv(path)[1:] if row and row[0] == self.language]
 
 
+class HyperpartisanProcessor(DataProcessor):
+    """SemEval-2019 Task 4, Hyperpartisan News Detection, by article: the articles and
+    ground-truth XML files of `data_dir` (see `hyperpartisan`), split 80/10/10 by
+    `hyperpartisan.split_of`. An example's text is its title then its text; the training
+    split comes in a fixed shuffled order (the files are in id order, and the labels cluster by
+    id), dev and test in id order, with the article ids as guids."""
+    labels = ["false", "true"]
+    is_pair = False
+
+    def read(self, data_dir, split):
+        examples = self.articles(data_dir)[split]
+        if split == "test":
+            examples = [dataclasses.replace(example, label=None) for example in examples]
+        return examples
+
+    def articles(self, data_dir):
+        """{split: labelled examples} of every split, test included."""
+        paths = [hyperpartisan.find(data_dir, pattern)
+                 for pattern in (hyperpartisan.ARTICLES, hyperpartisan.TRUTH)]
+        articles = hyperpartisan.read_articles(paths[0])
+        truth = hyperpartisan.read_truth(paths[1])
+        splits = {"train": [], "dev": [], "test": []}
+        for article in articles:
+            if article.id not in truth:
+                raise ValueError(f"{paths[1]}: no hyperpartisan label for article {article.id} "
+                                 f"({article.source})")
+            splits[hyperpartisan.split_of(article.id)].append(InputExample(
+                article.id, article.text, label=truth[article.id], source=article.source))
+        splits["train"].sort(key=lambda example: hyperpartisan.shuffle_key(example.guid))
+        return splits
+
+
 PROCESSORS = {
     "cola": ColaProcessor, "mnli": MnliProcessor, "mnli-mm": MnliMismatchedProcessor,
     "mrpc": MrpcProcessor, "qnli": QnliProcessor, "qqp": QqpProcessor, "rte": RteProcessor,
     "sst-2": Sst2Processor, "sts-b": StsbProcessor, "wnli": WnliProcessor, "xnli": XnliProcessor,
+    "hyperpartisan": HyperpartisanProcessor,
 }
 
 
@@ -207,11 +243,53 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer):
     packed = text.convert_examples_to_features(
         [text.InputExample(0, example.text_a, example.text_b)], max_seq_length,
         tokenizer)[0]
+    return InputFeatures(packed.input_ids, packed.input_mask, packed.input_type_ids,
+                         _label_id(example, label_list))
+
+
+def _label_id(example, label_list):
     if example.label is None:  # a test example: the original writes label 0
-        label_id = 0 if label_list else 0.0
+        return 0 if label_list else 0.0
+    return label_list.index(example.label) if label_list else float(example.label)
+
+
+def document_features(example, label_list, max_seq_length, tokenizer, doc_stride=None,
+                      truncation="head"):
+    """The features of a single text of any length: `[CLS] window [SEP]` for each window of
+    max_seq_length - 2 pieces, each with the document's label.
+
+    Args:
+      doc_stride: pieces between window starts (`windows.spans`), or None for one window, cut
+        as `truncation` says: "head" (its first pieces, as the original) or "head_tail"
+        (`windows.head_tail`).
+
+    Returns:
+      list of `InputFeatures`, one per window, in order.
+
+    Raises:
+      ValueError: with windows, the text has no word pieces (no window to read); names the
+        example's `source`.
+    """
+    tokens = tokenizer.tokenize(example.text_a)
+    window = max_seq_length - 2
+    if doc_stride is None:
+        head, tail = (windows.head_tail(len(tokens), window) if truncation == "head_tail"
+                      else (min(len(tokens), window), 0))
+        pieces = [tokens[:head] + tokens[len(tokens) - tail:]]
+    elif not tokens:
+        raise ValueError(f"{example.source or example.guid}: the document has no word pieces, "
+                         f"so no window to classify")
     else:
-        label_id = label_list.index(example.label) if label_list else float(example.label)
-    return InputFeatures(packed.input_ids, packed.input_mask, packed.input_type_ids, label_id)
+        pieces = [tokens[span.start:span.start + span.length]
+                  for span in windows.spans(len(tokens), window, doc_stride)]
+    label_id = _label_id(example, label_list)
+    features = []
+    for piece in pieces:
+        ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + piece + ["[SEP]"])
+        padding = [0] * (max_seq_length - len(ids))
+        features.append(InputFeatures(ids + padding, [1] * len(ids) + padding,
+                                      [0] * max_seq_length, label_id))
+    return features
 
 
 def record_schema(regression):
@@ -231,12 +309,18 @@ def write_features(examples, label_list, max_seq_length, tokenizer, output_file)
     Args:
       label_list: the class names, or empty for regression.
     """
-    varints = records.VarintTable(max(len(tokenizer.vocab), max_seq_length, 2))
-    regression = not label_list
+    write_records((convert_single_example(example, label_list, max_seq_length, tokenizer)
+                   for example in examples), not label_list, max_seq_length,
+                  len(tokenizer.vocab), output_file)
+    return len(examples)
+
+
+def write_records(all_features, regression, max_seq_length, vocab_size, output_file):
+    """Writes `InputFeatures` (an iterable) as TFRecords, atomically."""
+    varints = records.VarintTable(max(vocab_size, max_seq_length, 2))
     encoder = record_schema(regression).encoder(max_seq_length=max_seq_length)
     with files.atomic_write(output_file, "wb") as writer:
-        for example in examples:
-            features = convert_single_example(example, label_list, max_seq_length, tokenizer)
+        for features in all_features:
             writer.write(records.frame(encoder.serialize({
                 "input_ids": varints.encode(features.input_ids),
                 "input_mask": varints.encode(features.input_mask),
@@ -245,4 +329,3 @@ def write_features(examples, label_list, max_seq_length, tokenizer, output_file)
                               else varints.encode([features.label_id])),
                 "is_real_example": varints.encode([int(features.is_real_example)]),
             })))
-    return len(examples)

@@ -11,9 +11,15 @@ has the most context on both sides: the smaller of its left and right context, p
 the window's length (longer windows win near-ties), the first window winning exact ties. SQuAD
 counts a window's answer start only where that window is the piece's max context.
 
+A classified document is its windows, each scored alone; `document_probabilities` turns the
+windows' logits into the document's probabilities (`AGGREGATIONS`). `head_tail` is the cheap
+alternative: one window of the document's first and last pieces.
+
 No TensorFlow is imported here.
 """
 import collections
+
+import numpy as np
 
 Span = collections.namedtuple("Span", ["start", "length"])
 Span.__doc__ = "One window: its first piece's index and its number of pieces."
@@ -58,3 +64,70 @@ def max_context_index(all_spans, position):
             best_score = score
             best_index = index
     return best_index
+
+
+# How a sequence is cut to one window: "head" keeps its first pieces (the original's cut),
+# "head_tail" those of `head_tail`.
+TRUNCATIONS = ("head", "head_tail")
+# Sun et al. (2019), "How to Fine-Tune BERT for Text Classification?": of a 510-piece window,
+# the first 128 and the last 382 pieces read best; other windows keep the same shares.
+HEAD_TAIL = (128, 510)
+
+
+def head_tail(num_tokens, window):
+    """The pieces one window keeps of a longer sequence: its first `head` and last `tail`.
+
+    Args:
+      num_tokens: int, the sequence's pieces.
+      window: int >= 1, the most pieces a window holds.
+
+    Returns:
+      (head, tail): ints, head + tail = min(num_tokens, window); tail is 0 when the whole
+      sequence fits, else head is window * 128 / 510 rounded half up.
+    """
+    if num_tokens <= window:
+        return num_tokens, 0
+    head = (2 * window * HEAD_TAIL[0] + HEAD_TAIL[1]) // (2 * HEAD_TAIL[1])
+    return head, window - head
+
+
+# How a document's windows make its prediction; each window was trained with the document's
+# label, so each window's softmax is a guess at the document's class.
+#   mean: the mean of the windows' probabilities, an ensemble of those guesses, which a window
+#     of boilerplate (a scraped page's adverts, say) sways by only 1 / W.
+#   max: the softmax of each class's largest logit over the windows ("hier. max" pooling of
+#     Sun et al. 2019, at the head's output): the class that some window argues for most
+#     strongly, for labels that one passage decides.
+AGGREGATIONS = ("mean", "max")
+
+
+def document_probabilities(logits, counts, aggregation):
+    """The documents' class probabilities from their windows' logits.
+
+    Args:
+      logits: float [W, K], every window's logits, each document's windows together, the
+        documents in order.
+      counts: int [D], each document's windows (each >= 1), summing to W.
+      aggregation: one of `AGGREGATIONS`.
+
+    Returns:
+      float64 [D, K]: each row sums to 1.
+    """
+    logits = np.asarray(logits, np.float64)
+    counts = np.asarray(counts, np.int64)
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+    if np.any(counts < 1) or counts.sum() != len(logits):
+        raise ValueError(f"window counts {counts.tolist()} do not split {len(logits)} windows "
+                         f"into documents of at least one")
+    if not len(counts):
+        return np.zeros([0, logits.shape[-1]])
+    firsts = np.cumsum(counts) - counts  # [D] each document's first window
+    if aggregation == "max":
+        return _softmax(np.maximum.reduceat(logits, firsts, axis=0))
+    return np.add.reduceat(_softmax(logits), firsts, axis=0) / counts[:, np.newaxis]
+
+
+def _softmax(logits):
+    exps = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exps / exps.sum(axis=-1, keepdims=True)

@@ -79,6 +79,8 @@ TASK_METRICS = {
     "mrpc": {"eval_f1": f1},
     "qqp": {"eval_f1": f1},
     "sts-b": {"eval_pearson": pearson, "eval_spearman": spearman},
+    # SemEval-2019 Task 4 ranks by accuracy and reports F1 of the hyperpartisan class.
+    "hyperpartisan": {"eval_f1": f1},
     **{name: {} for name in ("mnli", "mnli-mm", "qnli", "rte", "sst-2", "wnli", "xnli")},
 }
 

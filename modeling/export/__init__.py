@@ -6,10 +6,10 @@ it loads in TF Serving's C++ loader (MetaGraph import, the SavedModel's restore 
 fed and fetched by tensor name) as well as in `tf.saved_model.load`. One module a task.
 """
 from modeling.export.base import LABELS_ASSET, ServingModule, save_versioned
-from modeling.export.classifier import ClassifierExport
+from modeling.export.classifier import ClassifierExport, DocumentClassifierExport
 from modeling.export.multiple_choice import MultipleChoiceExport
 from modeling.export.squad import SquadExport
 from modeling.export.tagger import TaggerExport
 
 __all__ = ["LABELS_ASSET", "ServingModule", "save_versioned", "ClassifierExport",
-           "MultipleChoiceExport", "SquadExport", "TaggerExport"]
+           "DocumentClassifierExport", "MultipleChoiceExport", "SquadExport", "TaggerExport"]

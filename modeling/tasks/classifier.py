@@ -1,5 +1,6 @@
 """Fine-tuning and evaluating a `BertClassifier` as the original `run_classifier.py`, on any
-`tf.distribute` strategy: its input pipeline, loss, metrics and output files."""
+`tf.distribute` strategy: its input pipeline, loss, metrics and output files; and, with
+`DocumentClassifierTask`, single texts of any length read as windows."""
 import os
 
 import numpy as np
@@ -7,10 +8,11 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import export, files, heads
-from modeling.data import classifier as classifier_data
+from modeling.data import classifier as classifier_data, windows
 from modeling.evaluation import glue
 from modeling.models.classifier import BertClassifier
 from modeling.training import fine_tuning, input_pipeline
+from modeling.training.options import require_choice
 from modeling.training.trainer import Trainer
 
 
@@ -82,6 +84,32 @@ def evaluate(trainer, dataset, batch_size, task_name, total=None):
                "loss": float(np.mean(batch_means))}
     if not trainer.regression:
         results["eval_accuracy"] = glue.accuracy(labels, predictions)
+    results.update(glue.task_metrics(task_name, labels, predictions))
+    return results
+
+
+def document_probabilities(trainer, dataset, counts, aggregation, what="predict", total=None):
+    """Per document, in input order: float64 [D, num_labels], its windows' logits aggregated
+    (`windows.document_probabilities`); `counts` [D] are the documents' windows, which the
+    dataset holds in order (then padding examples, if any)."""
+    outputs = trainer.predict(dataset, ["logits", "is_real_example"], what=what, total=total)
+    logits = outputs["logits"][outputs["is_real_example"].astype(bool)]
+    return windows.document_probabilities(logits.reshape(len(logits), -1), counts, aggregation)
+
+
+def document_metrics(probabilities, labels, batch_size, task_name, global_step):
+    """The eval results of `evaluate`, over documents: eval_loss is the mean of each document's
+    -log(probability of its label) and `loss` the mean over batches of `batch_size` documents
+    of their mean."""
+    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
+    if not len(labels):
+        raise ValueError("the evaluation set has no documents")
+    losses = -np.log(np.maximum(probabilities[np.arange(len(labels)), labels], 1e-30))
+    predictions = np.argmax(probabilities, axis=-1)
+    results = {"eval_loss": float(losses.mean()), "global_step": global_step,
+               "loss": float(np.mean([losses[start:start + batch_size].mean()
+                                      for start in range(0, len(losses), batch_size)])),
+               "eval_accuracy": glue.accuracy(labels, predictions)}
     results.update(glue.task_metrics(task_name, labels, predictions))
     return results
 
@@ -167,31 +195,154 @@ class ClassifierTask(fine_tuning.Task):
                                   padding=context.padding)
 
     def evaluate(self, context):
-        batch_size = context.options.eval_batch_size
         results = {}
         for suffix, examples in self.dev.items():
-            path, count = self._records(context, examples, f"eval{suffix}", batch_size)
-            split_results = evaluate(context.trainer, self._dataset(context, path, batch_size),
-                                     batch_size, self.task_name, count)
+            split_results = self._evaluate_split(context, examples, f"eval{suffix}")
             logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
                          split_results)
             results.update({key if key == "global_step" else key + suffix: value
                             for key, value in split_results.items()})
         context.write_eval_results(results)
 
+    def _evaluate_split(self, context, examples, name):
+        batch_size = context.options.eval_batch_size
+        path, count = self._records(context, examples, name, batch_size)
+        return evaluate(context.trainer, self._dataset(context, path, batch_size), batch_size,
+                        self.task_name, count)
+
     def predict(self, context):
-        batch_size = context.options.predict_batch_size
         for suffix, examples in self.test.items():
-            path, count = self._records(context, examples, f"predict{suffix}", batch_size)
-            values = predict(context.trainer, self._dataset(context, path, batch_size), count)
+            values = self._predict_split(context, examples, f"predict{suffix}")
             if len(values) != len(examples):
                 raise RuntimeError(f"{len(values)} predictions for {len(examples)} examples")
             if context.chief:
                 write_test_results(values, os.path.join(context.options.output_dir,
                                                         f"test_results{suffix}.tsv"))
 
+    def _predict_split(self, context, examples, name):
+        batch_size = context.options.predict_batch_size
+        path, count = self._records(context, examples, name, batch_size)
+        return predict(context.trainer, self._dataset(context, path, batch_size), count)
+
     def export_module(self, context):
         options = context.options
         return export.ClassifierExport(context.trainer.model, options.vocab_file,
                                        options.do_lower_case, options.max_seq_length,
                                        self.labels, self.processor.is_pair)
+
+
+class DocumentClassifierTask(ClassifierTask):
+    """run_classifier.py on single texts of any length (`classifier_data.document_features`).
+
+    With `doc_stride`, each document is read as all its windows of max_seq_length - 2 pieces
+    (`windows.spans`): training takes every window with its document's label (the windows of
+    all documents shuffled together, as a document's would otherwise share batches), eval and
+    predict aggregate a document's windows (`window_aggregation`, `windows.AGGREGATIONS`) into
+    one prediction: one row of test_results.tsv and one example of the metrics per document.
+    Without it, each document is one window cut by `truncation` ("head_tail": its first and
+    last pieces, `windows.head_tail`). The export does the same from raw text.
+    """
+    TRAIN_UNITS = "training windows"
+
+    def __init__(self, data_dir, task_name, doc_stride=None, window_aggregation=None,
+                 truncation="head"):
+        super().__init__(data_dir, task_name)
+        self.doc_stride, self.truncation = doc_stride, truncation
+        self.window_aggregation = window_aggregation
+        self.aggregation = window_aggregation or "mean"
+
+    def check(self, options, config):
+        require_choice("truncation", self.truncation, windows.TRUNCATIONS)
+        if self.window_aggregation is not None:
+            require_choice("window_aggregation", self.window_aggregation, windows.AGGREGATIONS)
+        asked = (f"--doc_stride={self.doc_stride}" if self.doc_stride is not None
+                 else f"--truncation={self.truncation}" if self.truncation != "head"
+                 else f"--window_aggregation={self.window_aggregation}")
+        if self.processor.is_pair:
+            raise ValueError(f"{asked} reads single texts, and {self.task_name} pairs two "
+                             f"(text_b): no one rule says which window of one text goes with "
+                             f"which of the other, or how two texts share a head and a tail")
+        if self.processor.is_regression:
+            raise ValueError(f"{asked} reads classification tasks only, not the regression "
+                             f"of {self.task_name}")
+        if self.doc_stride is None:
+            if self.window_aggregation is not None:
+                raise ValueError(f"--window_aggregation={self.window_aggregation} needs "
+                                 f"--doc_stride: without windows there is nothing to aggregate")
+            return
+        if self.truncation != "head":
+            raise ValueError(f"--truncation={self.truncation} cuts each document to one "
+                             f"window and --doc_stride={self.doc_stride} reads all of it in "
+                             f"windows: choose one")
+        window = options.max_seq_length - 2
+        if not 1 <= self.doc_stride < window:
+            raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1 and below the "
+                             f"{window} pieces of a window (--max_seq_length="
+                             f"{options.max_seq_length} less [CLS] and [SEP])")
+
+    def read(self, options, tokenizer):
+        super().read(options, tokenizer)
+
+        def documents(examples):  # converted here: an empty document stops the run now
+            return [classifier_data.document_features(
+                example, self.labels, options.max_seq_length, tokenizer, self.doc_stride,
+                self.truncation) for example in examples]
+        self.train_documents = len(self.train)
+        self.train = [window for document in documents(self.train) for window in document]
+        fine_tuning.shuffle_training_examples(self.train)
+        self.dev = {suffix: documents(examples) for suffix, examples in self.dev.items()}
+        self.test = {suffix: documents(examples) for suffix, examples in self.test.items()}
+        return len(self.train)
+
+    def write_train_records(self, context, path):
+        options = context.options
+        classifier_data.write_records(self.train, False, options.max_seq_length,
+                                      len(context.tokenizer.vocab), path)
+        logging.info("Training on %d documents (%d windows), batch %d", self.train_documents,
+                     len(self.train), options.train_batch_size)
+
+    def _probabilities(self, context, documents, name, batch_size, what):
+        """[D, num_labels] probabilities of the documents (lists of window features)."""
+        features = [window for document in documents for window in document]
+        if context.on_tpu:  # fixed shapes: whole batches, as `_records`
+            features += [classifier_data.convert_single_example(
+                classifier_data.PaddingInputExample(), self.labels,
+                context.options.max_seq_length, None)] * (-len(features) % batch_size)
+        path = context.record_path(name)
+        classifier_data.write_records(features, False, context.options.max_seq_length,
+                                      len(context.tokenizer.vocab), path)
+        logging.info("%s: %d documents in %d windows", name, len(documents),
+                     sum(map(len, documents)))
+        return document_probabilities(
+            context.trainer, self._dataset(context, path, batch_size),
+            [len(document) for document in documents], self.aggregation, what, len(features))
+
+    def _evaluate_split(self, context, documents, name):
+        batch_size = context.options.eval_batch_size
+        probabilities = self._probabilities(context, documents, name, batch_size, "eval")
+        return document_metrics(probabilities, [document[0].label_id for document in documents],
+                                batch_size, self.task_name, context.trainer.global_step)
+
+    def _predict_split(self, context, documents, name):
+        return self._probabilities(context, documents, name,
+                                   context.options.predict_batch_size, "predict")
+
+    def export_module(self, context):
+        options = context.options
+        if self.doc_stride is None:
+            return export.ClassifierExport(context.trainer.model, options.vocab_file,
+                                           options.do_lower_case, options.max_seq_length,
+                                           self.labels, False, truncation=self.truncation)
+        return export.DocumentClassifierExport(
+            context.trainer.model, options.vocab_file, options.do_lower_case,
+            options.max_seq_length, self.labels, self.doc_stride, self.aggregation)
+
+
+def classifier_task(data_dir, task_name, doc_stride=None, window_aggregation=None,
+                    truncation="head"):
+    """run_classifier.py's task: the original's `ClassifierTask` unless one of the long-text
+    options asks for a `DocumentClassifierTask` (which checks that they fit together)."""
+    if doc_stride is None and window_aggregation is None and truncation == "head":
+        return ClassifierTask(data_dir, task_name)
+    return DocumentClassifierTask(data_dir, task_name, doc_stride, window_aggregation,
+                                  truncation)

@@ -1,0 +1,92 @@
+"""modeling/data/hyperpartisan.py and its processor: the XML files, the markup, the split."""
+import collections
+
+import pytest
+
+from modeling.data import classifier, hyperpartisan
+
+ARTICLES = """<?xml version="1.0" encoding="UTF-8"?><articles>
+  <article id="0000001" published-at="2017-09-10" title="Walls &amp; money">
+From flickr.com <p>The <a href="https://x.org/?a=1&amp;b=2" type="external">walls</a>are
+closing in.</p> <p>Said <q>nobody</q>.</p>
+  </article>
+  <article id="0000002" title="">  <p>Short.</p></article>
+</articles>
+"""
+TRUTH = """<?xml version="1.0" ?>
+<articles>
+  <article hyperpartisan="true" id="0000001" labeled-by="article"/>
+  <article hyperpartisan="false" id="0000002" labeled-by="article"/>
+</articles>
+"""
+
+
+def write(directory, articles=ARTICLES, truth=TRUTH):
+    (directory / "articles-byarticle-2.xml").write_text(articles, "utf-8")
+    (directory / "ground-truth-byarticle-2.xml").write_text(truth, "utf-8")
+    return directory
+
+
+def test_tags_become_spaces_entities_are_decoded_and_the_title_comes_first(tmp_path):
+    articles = hyperpartisan.read_articles(write(tmp_path) / "articles-byarticle-2.xml")
+    assert [(a.id, a.text) for a in articles] == [
+        ("0000001", "Walls & money From flickr.com The walls are closing in. Said nobody ."),
+        ("0000002", "Short.")]
+    assert articles[0].source.endswith("articles-byarticle-2.xml:2")
+    assert articles[1].source.endswith("articles-byarticle-2.xml:6")
+    assert hyperpartisan.read_truth(tmp_path / "ground-truth-byarticle-2.xml") == {
+        "0000001": "true", "0000002": "false"}
+
+
+@pytest.mark.parametrize("file, content, message", [
+    ("articles", ARTICLES.replace("<q>nobody</q>", "<q>nobody"),
+     r"articles-byarticle-2.xml:4: bad XML: mismatched tag"),
+    ("articles", ARTICLES.replace("<p>Short.</p>", ""),
+     r"articles-byarticle-2.xml:6: article 0000002 has neither title nor text"),
+    ("articles", ARTICLES.replace('id="0000002"', 'id="0000001"'),
+     r"articles-byarticle-2.xml:6: article 0000001 again \(first at line 2\)"),
+    ("truth", TRUTH.replace('"false"', '"maybe"'),
+     r"ground-truth-byarticle-2.xml:4: hyperpartisan='maybe' for article 0000002"),
+    ("truth", TRUTH.replace('hyperpartisan="false" id="0000002"', 'id="0000003" '
+                            'hyperpartisan="false"'),
+     r"ground-truth-byarticle-2.xml: no hyperpartisan label for article 0000002 "
+     r"\(.*articles-byarticle-2.xml:6\)"),
+])
+def test_bad_files_name_the_file_and_line(tmp_path, file, content, message):
+    write(tmp_path, **{file: content})
+    with pytest.raises(ValueError, match=message):
+        classifier.get_processor("hyperpartisan").articles(str(tmp_path))
+
+
+def test_a_missing_or_ambiguous_file_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"must hold one articles-\*byarticle\*.xml file .* "
+                                         r"found none"):
+        classifier.get_processor("hyperpartisan").get_dev_examples(str(tmp_path))
+    write(tmp_path)
+    (tmp_path / "articles-byarticle-3.xml").write_text(ARTICLES, "utf-8")
+    with pytest.raises(ValueError, match="found 2: articles-byarticle-2.xml, "
+                                         "articles-byarticle-3.xml"):
+        classifier.get_processor("hyperpartisan").get_dev_examples(str(tmp_path))
+
+
+def test_the_split_is_fixed_by_article_id():
+    # Changing the rule changes these (sha256 of the salted id, modulo 10).
+    assert [hyperpartisan.split_of(f"{i:07d}") for i in range(17)] == [
+        "train", "test", "train", "train", "test", "train", "train", "train", "train", "train",
+        "train", "train", "test", "train", "dev", "train", "test"]
+
+
+def test_the_staged_articles_split_404_64_48(data):
+    processor = classifier.get_processor("hyperpartisan")
+    splits = processor.articles(str(data / "hyperpartisan"))
+    counts = {split: collections.Counter(e.label for e in examples)
+              for split, examples in splits.items()}
+    assert counts == {"train": {"false": 254, "true": 150}, "dev": {"false": 38, "true": 26},
+                      "test": {"false": 33, "true": 15}}
+    assert not processor.is_pair and processor.get_labels() == ["false", "true"]
+    test = processor.get_test_examples(str(data / "hyperpartisan"))
+    assert [e.guid for e in test] == sorted(e.guid for e in test)  # dev and test in id order
+    assert {e.label for e in test} == {None}
+    train = [e.guid for e in splits["train"]]
+    assert train != sorted(train)  # shuffled: the file's labels cluster by id
+    assert train == sorted(train, key=hyperpartisan.shuffle_key)
