@@ -84,6 +84,14 @@ def is_chief(strategy):
     return resolver.task_type == "worker" and resolver.task_id == 0
 
 
+def has_several_workers(strategy):
+    """Whether the strategy spans processes (a cluster in TF_CONFIG): they must then run the
+    same collectives in the same order, so nothing they do may depend on their own clocks."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return sum(len(tasks) for tasks in spec.values()) > 1
+
+
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # what oneDNN's bfloat16 matmuls run on
 
 

@@ -229,12 +229,16 @@ class Trainer:
         logging.info("Training steps %d to %d; summaries in %s (view them with: tensorboard "
                      "--logdir %s)", step + 1, num_train_steps, summaries, output_dir)
         progress = TrainingProgress(step, num_train_steps, self.progress_seconds)
+        several_workers = distribution.has_several_workers(self.strategy)
         while step < num_train_steps:
             next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
             # The loops end where the original's do (iterations_per_loop, checkpoints); within
-            # one, progress is reported on a time cadence of its own.
+            # one, progress is reported on a time cadence of its own, but for workers of a
+            # cluster: each would time its own steps, loops of different lengths would
+            # interleave the step's all-reduce with the loop's, and the workers would deadlock.
             steps = min(iterations_per_loop, next_save - step, num_train_steps - step,
-                        progress.steps_until_report())
+                        iterations_per_loop if several_workers
+                        else progress.steps_until_report())
             start = time.time()
             totals = {k: float(v) for k, v in
                       self._train_loop(iterator, tf.constant(steps, tf.int32)).items()}
