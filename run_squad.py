@@ -26,7 +26,9 @@ FLAGS = flags.FLAGS
 shared_flags.define_fine_tuning_flags(max_seq_length=384, with_eval=False)
 flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions, e.g. dev-v1.1.json.")
-flags.DEFINE_integer("doc_stride", 128, "How far apart consecutive document windows start.")
+flags.DEFINE_integer("doc_stride", 128, "How far apart consecutive document windows start; "
+                     "given, it must be below the window's free length (max_seq_length - "
+                     "max_query_length - 3), so that windows overlap.")
 flags.DEFINE_integer("max_query_length", 64, "Questions are truncated to this many tokens.")
 flags.DEFINE_integer("n_best_size", 20, "Candidates kept in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
@@ -42,7 +44,8 @@ _TASK_FLAGS = ("train_file", "predict_file", "doc_stride", "max_query_length", "
 
 
 def main(_):
-    task = SquadTask(**{name: FLAGS[name].value for name in _TASK_FLAGS})
+    task = SquadTask(**{name: FLAGS[name].value for name in _TASK_FLAGS
+                        if name != "doc_stride" or FLAGS[name].present})
     fine_tuning.run(task, shared_flags.fine_tuning_options())
 
 

@@ -66,11 +66,17 @@ class SquadTask(fine_tuning.Task):
     # ranks them all: cutting the padding would change the loss and the n-best lists.
     PADDING_IS_INERT = False
 
-    def __init__(self, train_file=None, predict_file=None, doc_stride=128, max_query_length=64,
+    DEFAULT_DOC_STRIDE = 128  # the original's
+
+    def __init__(self, train_file=None, predict_file=None, doc_stride=None, max_query_length=64,
                  n_best_size=20, max_answer_length=30, version_2_with_negative=False,
                  null_score_diff_threshold=0.0, verbose_logging=False):
+        """`doc_stride` None is the original's default, 128, which short windows may not
+        overlap (the original then reads them end to end); a stride given is checked."""
         self.train_file, self.predict_file = train_file, predict_file
-        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.stride_given = doc_stride is not None
+        self.doc_stride = self.DEFAULT_DOC_STRIDE if doc_stride is None else doc_stride
+        self.max_query_length = max_query_length
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
         self.version_2_with_negative = version_2_with_negative
         self.null_score_diff_threshold = null_score_diff_threshold
@@ -89,7 +95,11 @@ class SquadTask(fine_tuning.Task):
                              f"document after a question of --max_query_length="
                              f"{self.max_query_length} tokens, [CLS] and two [SEP]")
         free = squad_data.max_tokens_for_doc(options.max_seq_length, self.max_query_length)
-        if self.doc_stride >= free:
+        if self.doc_stride >= free and not self.stride_given:
+            logging.warning("The default --doc_stride=%d is not below the window's free length "
+                            "(%d pieces): the windows will not overlap, as in the original; "
+                            "set --doc_stride below it to overlap them", self.doc_stride, free)
+        elif self.doc_stride >= free:
             raise ValueError(f"--doc_stride={self.doc_stride} must be below the window's "
                              f"free length, {free} pieces (--max_seq_length="
                              f"{options.max_seq_length} after a question of "
