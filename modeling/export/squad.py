@@ -173,8 +173,8 @@ class SquadExport(ServingModule):
             orig_chars, doc.row_range, tf.ragged.range(start, end + 1)), "UTF-8")
         answer = tf.where(answered, answer, "" if self.version_2_with_negative
                           else squad_answers.EMPTY_PREDICTION.text)
-        start_char = _row_value(context_index, start, answered)
-        end_char = _row_value(context_index, end, answered) + 1
+        start_char = doc.piece_values(context_index, doc.row_range, start, answered)
+        end_char = doc.piece_values(context_index, doc.row_range, end, answered) + 1
         return {"answer": answer,
                 "start_char": tf.cast(tf.where(answered, start_char, -1), tf.int32),
                 "end_char": tf.cast(tf.where(answered, end_char, -1), tf.int32),
@@ -302,12 +302,3 @@ def _gather_or_zero(values, window, rank):
     window = tf.where(window < rows, window, rows)
     return tf.gather_nd(padded, tf.stack([window, tf.cast(rank, tf.int64)], axis=1))
 
-
-def _row_value(ragged, index, inside):
-    """ragged[b, index[b]] for each row b where `inside`, else 0: int64 [B]."""
-    starts = ragged.row_starts()
-    size = tf.size(ragged.flat_values, out_type=tf.int64)
-    flat = starts + index
-    readable = inside & (index >= 0) & (index < ragged.row_lengths())
-    padded = tf.concat([ragged.flat_values, tf.zeros([1], ragged.dtype)], axis=0)
-    return tf.gather(padded, tf.where(readable, flat, size))
