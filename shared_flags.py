@@ -77,9 +77,10 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
                       "(rounded up to --padding_multiple) instead of --max_seq_length: less "
                       "computation, the same predictions from the same weights. false: fixed "
                       "shapes, as the original (always on TPUs).")
-    flags.DEFINE_integer("padding_multiple", FineTuningOptions.padding_multiple,
+    flags.DEFINE_integer("padding_multiple", None,
                          "With --dynamic_padding: batch lengths are rounded up to a multiple "
-                         "of this, so that few shapes get compiled.")
+                         "of this, so that few shapes get compiled. Default: 16 with --use_xla, "
+                         "8 on a GPU, else 1 (exact).")
     flags.DEFINE_bool("bucket_by_length", False, "With --dynamic_padding: training batches "
                       "group examples of similar length (less padding still, but it changes "
                       "which examples train together).")

@@ -70,6 +70,7 @@ PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_dynamic": ["--batching=dynamic"],
     "peer_padded": ["--batching=padded"],
     "peer_grouped_compiled": ["--batching=grouped", "--torch_compile"],
+    "peer_grouped_bfloat16": ["--batching=grouped", "--autocast=bfloat16"],
 }
 PEER_BEST = "peer_grouped"
 TASKS = {  # name -> (script, peer script, learning rate)

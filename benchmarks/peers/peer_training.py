@@ -65,6 +65,9 @@ def add_common_flags(parser, learning_rate, default_data_dir):
         "group_by_length orders them (LengthGroupedSampler), the peer's fastest setting."))
     parser.add_argument("--torch_compile", action="store_true",
                         help="Train the model compiled by torch.compile.")
+    parser.add_argument("--autocast", choices=["none", "bfloat16"], default="none",
+                        help="Train under torch.autocast on the CPU (the peer's mixed "
+                        "precision); evaluation stays float32.")
     parser.add_argument("--num_threads", type=int, default=2, help="torch.set_num_threads.")
     parser.add_argument("--data_dir", default=str(default_data_dir),
                         help="Folder of the task's files.")
@@ -229,7 +232,8 @@ def train(model, features, args, num_steps):
     optimizer = make_optimizer(model, args.learning_rate)
     print(f"Training: {len(lengths)} examples, batch {args.batch_size}, {run_steps} of "
           f"{num_steps} steps ({warmup} warm-up), batching {args.batching}, "
-          f"{'torch.compile, ' if args.torch_compile else ''}{torch.get_num_threads()} threads",
+          f"{'torch.compile, ' if args.torch_compile else ''}autocast {args.autocast}, "
+          f"{torch.get_num_threads()} threads",
           file=sys.stderr)
     model.train()
     forward = torch.compile(model) if args.torch_compile else model
@@ -244,7 +248,8 @@ def train(model, features, args, num_steps):
         if args.batching != "padded":
             batch = cut_to_longest(batch)
         tokens += batch["attention_mask"].numel()
-        loss = forward(**batch).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bfloat16"):
+            loss = forward(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
