@@ -19,10 +19,12 @@ on request fixed_float32_malloc, fixed padding with tensors from malloc instead 
 pool (the README's setting for less memory). With --with_peer each seed's runs are
 followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32) with the
 peer venv's interpreter, on the same data, weights and protocol, in the configurations of
---peer_configs: peer_grouped, its fastest documented setting (batch padding with the Trainer's
-group_by_length order), and peer_dynamic (batch padding, random batches) by default;
-peer_padded (every sequence padded to 128) and peer_grouped_compiled (torch.compile) on request.
-Every speed ratio is against peer_grouped, the peer's best; the others get their own columns.
+--peer_configs: peer_grouped, its fastest documented float32 setting (batch padding with the
+Trainer's group_by_length order), and peer_dynamic (batch padding, random batches) by default;
+on request peer_grouped_bfloat16 (the same under torch.autocast bfloat16: the peer's best on a
+CPU with bfloat16 instructions), peer_padded (every sequence padded to 128) and
+peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md). Each peer
+configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
 run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
@@ -72,7 +74,6 @@ PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped_compiled": ["--batching=grouped", "--torch_compile"],
     "peer_grouped_bfloat16": ["--batching=grouped", "--autocast=bfloat16"],
 }
-PEER_BEST = "peer_grouped"
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
     "conll": ("run_ner.py", "hf_conll.py", 5e-5),
@@ -325,9 +326,9 @@ def table(task, runs, configs):
     by_config = {c: [r for r in runs if r["config"] == c] for c in configs + list(PEER_CONFIGS)}
     speed = {c: statistics.median(r["train_examples_per_second"] for r in rows)
              for c, rows in by_config.items() if rows}
-    peers = [c for c in PEER_CONFIGS if c in speed]
+    peers = sorted((c for c in PEER_CONFIGS if c in speed), key=speed.get, reverse=True)
     lines = [f"| config | seeds | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
-             + "".join(f"vs {c} | " for c in peers)
+             + "".join(f"vs {c}{' (best)' if c == peers[0] else ''} | " for c in peers)
              + "wall s (median) | peak RSS MB (max) | kernel CPU (max) |",
              "|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|"]
     for config, rows in by_config.items():

@@ -2,6 +2,7 @@
 
   python benchmarks/bench_step_breakdown.py                    # MiniLM, 32 x 64, 7 rounds
   python benchmarks/bench_step_breakdown.py --seq_length=128 --rounds=5
+  python benchmarks/bench_step_breakdown.py --precision=mixed_bfloat16   # bfloat16 matmuls
 
 A MiniLM classifier (random weights) at the real shapes of an MRPC step: batch 32 and a padded
 length t (64 is about a length bucket's mean, 61). Three compiled functions are timed in turn
@@ -12,7 +13,8 @@ projections, the feed-forward pair, the attention's batched [t, d] x [d, t] prod
 the backward pass each one's two products (the input's gradient and the weight's). Their times,
 each multiplied by how often the step runs it, add up to the step's arithmetic at the speed
 this CPU reaches on those shapes: the limit the step can approach by removing everything else
-(element-wise ops, softmax, LayerNorm, the update, the framework). Medians over rounds.
+(element-wise ops, softmax, LayerNorm, the update, the framework). Medians over rounds. Under
+--precision=mixed_bfloat16 the model computes in bfloat16 and the matmuls are timed in bfloat16.
 """
 import argparse
 import pathlib
@@ -28,7 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 from modeling import BertConfig  # noqa: E402
 from modeling.models.classifier import BertClassifier  # noqa: E402
-from modeling.training import optimization  # noqa: E402
+from modeling.training import optimization, trainer  # noqa: E402
 
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, hidden_act="gelu_exact")
@@ -61,10 +63,10 @@ def matmul_inventory(batch, length, config):
     return inventory
 
 
-def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats):
+def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats, dtype=tf.float32):
     """Median seconds of one such tf.matmul (compiled, inputs resident)."""
-    a = tf.random.normal(dims + ((k, m) if transpose_a else (m, k)))
-    b = tf.random.normal(dims + ((n, k) if transpose_b else (k, n)))
+    a = tf.random.normal(dims + ((k, m) if transpose_a else (m, k)), dtype=dtype)
+    b = tf.random.normal(dims + ((n, k) if transpose_b else (k, n)), dtype=dtype)
     product = tf.function(lambda a, b: tf.matmul(a, b, transpose_a=transpose_a,
                                                  transpose_b=transpose_b)[..., :1, :1])
     product(a, b).numpy()
@@ -110,7 +112,10 @@ def main():
     parser.add_argument("--seq_length", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--matmul_repeats", type=int, default=9)
+    parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"], default="float32")
     args = parser.parse_args()
+    trainer.set_precision(args.precision)
+    dtype = tf.bfloat16 if args.precision == "mixed_bfloat16" else tf.float32
     batch, length = args.batch_size, args.seq_length
     inputs = {"input_ids": tf.random.uniform([batch, length], 0, 30522, tf.int32),
               "input_mask": tf.ones([batch, length], tf.int32),
@@ -130,14 +135,16 @@ def main():
     inventory = matmul_inventory(batch, length, MINILM)
     rows, implied = [], {"forward": 0.0, "backward": 0.0}
     for phase, name, dims, m, k, n, transpose_a, transpose_b, count in inventory:
-        seconds = matmul_seconds(dims, m, k, n, transpose_a, transpose_b, args.matmul_repeats)
+        seconds = matmul_seconds(dims, m, k, n, transpose_a, transpose_b, args.matmul_repeats,
+                                 dtype)
         flops = 2 * m * k * n * (dims[0] if dims else 1)
         implied[phase] += seconds * count
         rows.append((phase, name, dims, m, k, n, count, seconds, flops / seconds / 1e9))
-    peak = matmul_seconds((), 2048, 2048, 2048, False, False, 5)
+    peak = matmul_seconds((), 2048, 2048, 2048, False, False, 5, dtype)
 
-    print(f"MiniLM classifier, batch {batch} x {length} tokens, {args.rounds} rounds, medians; "
-          f"2048^3 float32 matmul: {2 * 2048 ** 3 / peak / 1e9:.0f} GFLOP/s")
+    print(f"MiniLM classifier, {args.precision}, batch {batch} x {length} tokens, "
+          f"{args.rounds} rounds, medians; 2048^3 {dtype.name} matmul: "
+          f"{2 * 2048 ** 3 / peak / 1e9:.0f} GFLOP/s")
     print("\n| phase | matmul | shape (batch) m x k x n | per step | ms each | GFLOP/s |")
     print("|---|---|---|---:|---:|---:|")
     for phase, name, dims, m, k, n, count, seconds, gflops in rows:

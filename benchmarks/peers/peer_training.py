@@ -204,10 +204,12 @@ def batch_order(lengths, batch_size, num_steps, seed, batching):
 
 def cut_to_longest(batch):
     """The batch's [B, T] tensors cut to [B, t], t its longest `attention_mask` row: what
-    `DataCollatorWithPadding` gives for right-padded sequences. Other tensors as they are."""
+    `DataCollatorWithPadding` gives for right-padded sequences, contiguous as the collator's
+    (transformers' token classifier `.view`s its labels). Other tensors as they are."""
     length = int(batch["attention_mask"].sum(1).max())
     width = batch["attention_mask"].shape[1]
-    return {name: value[:, :length] if value.dim() == 2 and value.shape[1] == width else value
+    return {name: value[:, :length].contiguous()
+            if value.dim() == 2 and value.shape[1] == width else value
             for name, value in batch.items()}
 
 
