@@ -1,6 +1,6 @@
 """Fine-tuning on real tasks from real weights (issue 16), side by side with a peer.
 
-  python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, four configs
+  python benchmarks/bench_finetuning.py                     # MRPC, seeds 1 2 3, five configs
   python benchmarks/bench_finetuning.py --with_peer         # and Hugging Face, interleaved
   python benchmarks/bench_finetuning.py --with_peer --reference_seeds=1  # the README's tables
   python benchmarks/bench_finetuning.py --tasks=conll --max_train_sentences=2000 --with_peer
@@ -13,17 +13,18 @@ is its own process (peak RSS is its own, and the dtype policy is global):
   3 epochs, batch 32, max_seq_length 128, warm-up 10%; dev accuracy and F1.
 - conll: run_ner.py on ../shared/data/conll2003, lr 5e-5 (run_ner.py's default and the peer's),
   the same epochs, batch and length; dev entity F1 as conlleval counts it.
-in four configurations by default: fixed padding float32 (the original's shapes), dynamic
-padding float32 (the default), dynamic padding mixed_bfloat16 and length buckets float32; and
+in five configurations by default: fixed padding float32 (the original's shapes), dynamic
+padding float32 (the default), dynamic padding mixed_bfloat16, length buckets float32 and
+length buckets mixed_bfloat16 (the fastest on a CPU with bfloat16 instructions); and
 on request fixed_float32_malloc, fixed padding with tensors from malloc instead of TensorFlow's
 pool (the README's setting for less memory). With --with_peer each seed's runs are
-followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch, float32) with the
+followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch) with the
 peer venv's interpreter, on the same data, weights and protocol, in the configurations of
---peer_configs: peer_grouped, its fastest documented float32 setting (batch padding with the
-Trainer's group_by_length order), and peer_dynamic (batch padding, random batches) by default;
-on request peer_grouped_bfloat16 (the same under torch.autocast bfloat16: the peer's best on a
-CPU with bfloat16 instructions), peer_padded (every sequence padded to 128) and
-peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md). Each peer
+--peer_configs, by default: peer_grouped_bfloat16 (batch padding with the Trainer's
+group_by_length order, under torch.autocast bfloat16: the peer's best on a CPU with bfloat16
+instructions), peer_grouped (the same in float32, its best without them) and peer_dynamic
+(batch padding, random batches: the peer's default); on request peer_padded (every sequence
+padded to 128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md). Each peer
 configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
@@ -64,7 +65,8 @@ CONFIGS = {  # name -> flags of ours
     # TensorFlow's pool, unmapped when freed. Less memory, slower steps. Not run by default.
     "fixed_float32_malloc": ["--dynamic_padding=false", "--precision=float32"],
 }
-DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32"]
+DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32",
+                   "buckets_bfloat16"]
 CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
                                        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
 PEER_CONFIGS = {  # name -> flags of the peer scripts
@@ -115,7 +117,7 @@ def parse_args():
                              "lines dropped, as the peer counts them); 0: all 14041.")
     parser.add_argument("--with_peer", action="store_true",
                         help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
-    parser.add_argument("--peer_configs", default="peer_grouped,peer_dynamic",
+    parser.add_argument("--peer_configs", default="peer_grouped_bfloat16,peer_grouped,peer_dynamic",
                         help=f"Comma-separated, among {', '.join(PEER_CONFIGS)}.")
     parser.add_argument("--reference_seeds", default=None,
                         help="Comma-separated seeds on which fixed_float32 and the peer run "

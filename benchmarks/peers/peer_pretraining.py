@@ -10,15 +10,12 @@ CPU seconds. Runs in the peer venv (README.md here), never the project's environ
 """
 import argparse
 import json
-import os
 import resource
 import time
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import peer_training  # first: sets offline mode before transformers loads
+import torch
+import transformers
 
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -61,13 +58,8 @@ def main():
                             torch.Generator().manual_seed(1))
 
     def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bfloat16"):
-            loss = step_model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach().item()
+        return peer_training.optimizer_step(step_model, model, optimizer, batch,
+                                            args.autocast).item()
 
     step()  # warm-up (and compilation)
     usage = resource.getrusage(resource.RUSAGE_SELF)

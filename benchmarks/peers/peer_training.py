@@ -213,6 +213,19 @@ def cut_to_longest(batch):
             for name, value in batch.items()}
 
 
+def optimizer_step(forward, model, optimizer, batch, autocast):
+    """One training step as the peer's users write it: the loss of `forward(**batch)` (the model
+    or its compiled form) under `autocast` ("none" or "bfloat16"), backward, `model`'s gradients
+    clipped to global norm 1.0, the update. Returns the loss (a tensor, detached)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bfloat16"):
+        loss = forward(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
 def train(model, features, args, num_steps):
     """Fine-tunes `model` on `features` with the original protocol.
 
@@ -250,12 +263,7 @@ def train(model, features, args, num_steps):
         if args.batching != "padded":
             batch = cut_to_longest(batch)
         tokens += batch["attention_mask"].numel()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bfloat16"):
-            loss = forward(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = optimizer_step(forward, model, optimizer, batch, args.autocast)
         step_seconds.append(time.perf_counter() - step_start)
         if (step + 1) % _LOG_EVERY == 0 or step + 1 == run_steps:
             print(f"step {step + 1}/{run_steps} loss {loss.item():.4f} "

@@ -84,7 +84,7 @@ class InputFeatures:
       token_to_orig_map: dict int -> int, position in `tokens` -> index in the example's
         `doc_tokens`, for the window's positions only.
       token_is_max_context: dict int -> bool, same keys: whether this window is the one where
-        that token has the most context (see `_check_is_max_context`).
+        that token has the most context (see `windows.max_context_index`).
       input_ids: list of int [max_seq_length], padded with 0.
       input_mask: list of int [max_seq_length], 1 for real tokens, 0 for padding.
       segment_ids: list of int [max_seq_length], 0 for [CLS] query [SEP], 1 for the window
