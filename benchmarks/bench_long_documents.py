@@ -64,6 +64,8 @@ def parse_args():
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--train_batch_size", type=int, default=16)
     parser.add_argument("--eval_batch_size", type=int, default=32)
+    parser.add_argument("--precision", default="float32",
+                        help="run_classifier.py's --precision, for every configuration alike.")
     parser.add_argument("--serving_documents", type=int, default=32,
                         help="Long documents timed for serving (0: no serving part).")
     parser.add_argument("--serving_rounds", type=int, default=3)
@@ -110,7 +112,7 @@ def classifier_command(args, init, output_dir, *extra):
             f"--eval_batch_size={args.eval_batch_size}",
             f"--predict_batch_size={args.eval_batch_size}",
             f"--num_train_epochs={args.num_train_epochs}", "--save_checkpoints_steps=100000",
-            *extra]
+            f"--precision={args.precision}", *extra]
 
 
 def accuracies(output_dir, test_labels):
@@ -156,7 +158,7 @@ def print_accuracy(args, table):
     print(f"\nHyperpartisan (404 train / 64 dev / 48 test articles), all-MiniLM-L6-v2, "
           f"max_seq_length {args.max_seq_length}, doc_stride {args.doc_stride}, "
           f"{args.num_train_epochs:g} epochs, lr {args.learning_rate:g}, batch "
-          f"{args.train_batch_size}, seeds {args.seeds}")
+          f"{args.train_batch_size}, {args.precision}, seeds {args.seeds}")
     print(f"{'configuration':<16} {'dev acc (per seed)':<26} {'test acc (per seed)':<26} "
           f"{'dev mean':>8} {'test mean':>9} {'run s':>7}")
     for (config, aggregation), rows in table.items():
