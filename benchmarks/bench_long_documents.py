@@ -210,6 +210,10 @@ def serving_cost(args, init, windows_dir, splits):
                                              tf.int32) for name, field in (
                 ("input_ids", "input_ids"), ("input_mask", "input_mask"),
                 ("token_type_ids", "segment_ids"))})
+    # The export computes in the run's precision (a mixed_bfloat16 run serves in bfloat16), so
+    # the bare model must too for the two to answer alike.
+    import keras
+    keras.mixed_precision.set_global_policy(args.precision)
     model = BertClassifier(BertConfig.from_json_file(init.parent / "bert_config.json"), 2)
     name_based.load_original(model, windows_dir / "export/bert_model.ckpt")
     spec = tf.TensorSpec([None, None], tf.int32)
