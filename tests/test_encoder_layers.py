@@ -87,3 +87,29 @@ def test_unknown_activation_is_rejected():
         assert "swish" in str(error)
     else:
         raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_dropout_drops_the_rate_in_every_precision_and_keeps_the_expectation(dtype):
+    # Keras draws its uniform number in the input's dtype: 0.1016 dropped in bfloat16.
+    dropout = layers.Dropout(0.1, dtype=dtype, seed=7)
+    outputs = dropout(tf.ones([3001, 1001], dtype), training=True).numpy().astype("float64")
+    dropped = np.mean(outputs == 0)
+    assert abs(dropped - 6554 / 65536) < 0.001  # 0.1 in multiples of 2^-16; 6 sigma
+    kept = outputs[outputs != 0]
+    np.testing.assert_allclose(kept, float(tf.cast(65536 / (65536 - 6554), dtype)))
+
+
+def test_dropout_masks_follow_the_seed_generator_and_the_gradient_follows_the_mask():
+    first, again = layers.Dropout(0.5, seed=3), layers.Dropout(0.5, seed=3)
+    inputs = tf.range(1, 12, dtype=tf.float32)  # an odd size: the last 32-bit draw is half used
+    masks = [first(inputs, training=True).numpy() for _ in range(2)]
+    assert not np.array_equal(masks[0], masks[1])  # each call draws a new mask
+    np.testing.assert_array_equal(again(inputs, training=True).numpy(), masks[0])
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        outputs = again(inputs, training=True)
+    gradient = tape.gradient(outputs, inputs).numpy()
+    np.testing.assert_array_equal(gradient, np.where(outputs.numpy() != 0, 2.0, 0.0))
+    np.testing.assert_array_equal(first(inputs, training=False).numpy(), inputs.numpy())
+    assert not layers.Dropout(1.0)(inputs, training=True).numpy().any()

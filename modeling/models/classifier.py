@@ -31,7 +31,7 @@ class BertClassifier(keras.Model):
             raise ValueError(f"a regression head has one output, got num_labels={num_labels}")
         self.num_labels, self.regression = num_labels, regression
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
+        self.dropout = layers.Dropout(heads.HEAD_DROPOUT_PROB)
         # Created outside any layer's scope, so their paths are the original's root names;
         # stddev 0.02 as the original's, whatever the config's initializer_range.
         self.output_weights, self.output_bias = layers.root_output_variables(

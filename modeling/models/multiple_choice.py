@@ -31,7 +31,7 @@ class BertMultipleChoice(keras.Model):
         super().__init__(**kwargs)
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
+        self.dropout = layers.Dropout(heads.HEAD_DROPOUT_PROB)
         self.output_weights, self.output_bias = layers.root_output_variables(self.config, 1)
         self.built = True
 

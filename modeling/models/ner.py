@@ -32,7 +32,7 @@ class BertTokenClassifier(keras.Model):
         self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
         self.num_labels = num_labels
         self.bert = BertModel(self.config)
-        self.dropout = keras.layers.Dropout(heads.HEAD_DROPOUT_PROB)
+        self.dropout = layers.Dropout(heads.HEAD_DROPOUT_PROB)
         self.output_weights, self.output_bias = layers.root_output_variables(self.config, num_labels)
         self.built = True
 
