@@ -132,7 +132,6 @@ def dense_on_rows(layer, inputs, activation=None):
     return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [layer.units]], axis=0))
 
 
-@keras.saving.register_keras_serializable(package="bert")
 class Dropout(keras.layers.Dropout):
     """Keras' Dropout, with 16 random bits a decision instead of a float32 draw.
 
