@@ -115,17 +115,17 @@ class MaskedLMHead(keras.layers.Layer):
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
                                            initializer="zeros", autocast=False)
 
-    def call(self, sequence_output, positions):
+    def call(self, masked_hidden):
         """Log-probabilities over the vocabulary at the masked positions.
 
         Args:
-          sequence_output: float Tensor [B, T, H].
-          positions: int Tensor [B, P].
+          masked_hidden: float Tensor [B, P, H], the encoder's output at the masked
+            positions (`gather_positions`).
 
         Returns:
           float32 Tensor [B, P, V] (the original returns the same rows as [B*P, V]).
         """
-        hidden = self.transform(gather_positions(sequence_output, positions))  # [B, P, H]
+        hidden = self.transform(masked_hidden)  # [B, P, H]
         table = tf.cast(self.embedding_table, hidden.dtype)
         logits = tf.matmul(hidden, table, transpose_b=True)  # [B, P, V]
         logits = tf.cast(logits, tf.float32) + self.output_bias

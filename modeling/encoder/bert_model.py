@@ -3,7 +3,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling.encoder import layers
+from modeling.encoder import layers, token_rows
 from modeling.encoder.config import BertConfig
 
 # The pooler's checkpoint names. Hugging Face's masked-LM, token-classification and
@@ -58,20 +58,63 @@ class BertModel(keras.Model):
 
     def call(self, inputs, training=False):
         input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
-        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        # [B, 1, 1, T]: the same adder for every head and every query position.
-        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], embedding_output.dtype)
-        attention_adder = (1.0 - mask) * layers.ATTENTION_MASK_ADDER
-        encoder_outputs, attention_probs = self.encoder(
-            embedding_output, attention_adder, training=training)
+        layout = token_rows.AllPositions(input_mask)  # every position, as the original
+        embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
+                                         training=training)
+        encoder_rows, attention_probs = self.encoder(
+            embedding_rows, self._attention_adder(input_mask, embedding_rows.dtype),
+            layout=layout, training=training)
+        encoder_outputs = [layout.batch(rows) for rows in encoder_rows]
         sequence_output = encoder_outputs[-1]
         return {
-            "embedding_output": embedding_output,
+            "embedding_output": layout.batch(embedding_rows),
             "encoder_outputs": encoder_outputs,
             "attention_probs": attention_probs,
             "sequence_output": sequence_output,
             "pooled_output": self.pooler(sequence_output),
         }
+
+    def real_token_output(self, inputs, positions=None, training=False):
+        """The last layer's output where a head reads it, computing no padding: what a
+        training step needs, in a fraction of `call`'s arithmetic.
+
+        Every layer computes only the real tokens (`token_rows.RealTokens`; every position
+        inside an XLA-compiled function), and with `positions` the last layer computes only
+        those. The numbers at the real tokens are `call`'s.
+
+        Args:
+          inputs: as `call`'s.
+          positions: optional int Tensor [B, P], positions of real tokens in each sequence.
+          training: bool, enables dropout.
+
+        Returns:
+          float Tensor [B, P, H] at `positions`; without them [B, T, H], zeros at padding.
+          `pooler` of a [B, P, H] whose first positions are 0 is the pooled output.
+        """
+        input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
+        layout = token_rows.for_input_mask(input_mask)
+        embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
+                                         training=training)
+        encoder_rows, _ = self.encoder(
+            embedding_rows, self._attention_adder(input_mask, embedding_rows.dtype),
+            layout=layout, training=training, positions=positions)
+        if positions is None:
+            return layout.batch(encoder_rows[-1])
+        return token_rows.AllPositions(positions).batch(encoder_rows[-1])
+
+    def pooled_output(self, inputs, training=False):
+        """The pooled output, float [B, H]: in training from `real_token_output` at the first
+        token alone, otherwise from `call`, every position computed as the original."""
+        if not training:
+            return self(inputs)["pooled_output"]
+        first = tf.zeros_like(inputs["input_ids"][:, :1], tf.int32)  # [B, 1]
+        return self.pooler(self.real_token_output(inputs, first, training=True))
+
+    @staticmethod
+    def _attention_adder(input_mask, dtype):
+        """float [B, 1, 1, T]: the same adder for every head and every query position."""
+        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], dtype)
+        return (1.0 - mask) * layers.ATTENTION_MASK_ADDER
 
     def _check_inputs(self, inputs):
         """Validates ranks, lengths and id ranges; fills in the optional inputs.
@@ -123,10 +166,11 @@ class BertModel(keras.Model):
                         tf.reduce_all(tf.equal(tf.shape(checked[name]), tf.shape(input_ids))),
                         [f"{name} must have the shape of input_ids; got", tf.shape(checked[name]),
                          "and", tf.shape(input_ids)]))
-        # Graph assertions must run before the lookups they protect.
+        # Graph assertions must run before the lookups they protect (the positions' come from
+        # the mask's shape).
         with tf.control_dependencies(assertions):
-            input_ids = tf.identity(input_ids)
-        return input_ids, checked["input_mask"], checked["token_type_ids"]
+            return (tf.identity(input_ids), tf.identity(checked["input_mask"]),
+                    tf.identity(checked["token_type_ids"]))
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}

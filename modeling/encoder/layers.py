@@ -4,6 +4,7 @@ Shape legend (as in the original):
   B = batch size            T = sequence length (from = to, this is self-attention)
   H = hidden size           N = number of attention heads
   D = size per head (H/N)   I = intermediate size        V = vocabulary size
+  n = rows: the positions a layout computes (`token_rows`), B*T or the real tokens
 
 Each layer builds its children inside its own `build`, so that Keras nests the variable paths;
 the models at the top (`BertModel`, the heads) call `build` in their constructors, which fixes
@@ -14,6 +15,8 @@ import math
 import keras
 import tensorflow as tf
 
+from modeling.encoder import fused, token_rows
+
 ATTENTION_MASK_ADDER = -10000.0  # large enough that exp() underflows to exactly 0 in float32
 
 
@@ -21,8 +24,8 @@ def gelu(x):
     """GELU with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
     This is the original's formula. Written with `tf.nn.gelu`, after a 2-D matmul and bias add
-    (`dense_on_rows`), it matches the pattern that oneDNN fuses into one kernel, instead of nine
-    element-wise passes over [B*T, I] (benchmarks/README.md).
+    (the encoder's layers work on rows, `token_rows`), it matches the pattern that oneDNN fuses
+    into one kernel, instead of nine element-wise passes over [rows, I] (benchmarks/README.md).
 
     Args:
       x: float Tensor of any shape.
@@ -53,33 +56,26 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
 
 
-@tf.custom_gradient
-def gelu_for_training(x):
-    """`gelu` whose backward pass keeps only `x`: y' = 0.5 (1 + tanh u) + 0.5 x u' / cosh^2 u,
-    u = sqrt(2/pi) (x + 0.044715 x^3).
-
-    Differentiating the formula keeps its intermediate [B*T, I] tensors for the backward pass
-    instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, 311 MB of a
-    training step's peak memory (benchmarks/README.md).
-    """
-    def gradient(upstream):
-        cubic = _TANH_CUBIC * tf.square(x)
-        u = _SQRT_2_OVER_PI * x * (1.0 + cubic)
-        du_dx = _SQRT_2_OVER_PI * (1.0 + 3.0 * cubic)
-        # 1 - tanh(u)^2 as 1 / cosh(u)^2: no cancellation where tanh(u) is near +-1.
-        return upstream * (0.5 * (1.0 + tf.tanh(u)) + 0.5 * x / tf.square(tf.cosh(u)) * du_dx)
-    return gelu(x), gradient
+def _gelu_derivative(x, upstream):
+    """upstream * gelu'(x): y' = 0.5 (1 + tanh u) + 0.5 x u' / cosh^2 u,
+    u = sqrt(2/pi) (x + 0.044715 x^3)."""
+    cubic = _TANH_CUBIC * tf.square(x)
+    u = _SQRT_2_OVER_PI * x * (1.0 + cubic)
+    du_dx = _SQRT_2_OVER_PI * (1.0 + 3.0 * cubic)
+    # 1 - tanh(u)^2 as 1 / cosh(u)^2: no cancellation where tanh(u) is near +-1.
+    return upstream * (0.5 * (1.0 + tf.tanh(u)) + 0.5 * x / tf.square(tf.cosh(u)) * du_dx)
 
 
-@tf.custom_gradient
-def gelu_exact_for_training(x):
-    """`gelu_exact` whose backward pass keeps only `x`: y' = Phi(x) + x phi(x) (see
-    `gelu_for_training`)."""
-    def gradient(upstream):
-        cdf = 0.5 * tf.math.erfc(-x * math.sqrt(0.5))
-        pdf = tf.exp(-0.5 * tf.square(x)) * (1.0 / math.sqrt(2.0 * math.pi))
-        return upstream * (cdf + x * pdf)
-    return gelu_exact(x), gradient
+def _gelu_exact_derivative(x, upstream):
+    """upstream * gelu_exact'(x): y' = Phi(x) + x phi(x)."""
+    cdf = 0.5 * tf.math.erfc(-x * math.sqrt(0.5))
+    pdf = tf.exp(-0.5 * tf.square(x)) * (1.0 / math.sqrt(2.0 * math.pi))
+    return upstream * (cdf + x * pdf)
+
+
+# Training's forms: compiled, and keeping only x for the backward pass (`fused`).
+gelu_for_training = fused.keeping_only_the_input(gelu, _gelu_derivative)
+gelu_exact_for_training = fused.keeping_only_the_input(gelu_exact, _gelu_exact_derivative)
 
 
 def get_activation(name):
@@ -117,21 +113,6 @@ def dense(units, config, name, activation=None):
                               kernel_initializer=initializer(config.initializer_range))
 
 
-def dense_on_rows(layer, inputs, activation=None):
-    """Applies a Dense `layer`, then `activation` if given, to float [B, T, in] as one
-    [B*T, in] matmul; returns [B, T, out].
-
-    Keras runs a 3-D input through tensordot, which leaves a reshape between the matmul and the
-    bias add; on a matrix, as in the original's `reshape_to_matrix`, oneDNN fuses matmul, bias add
-    and GELU into one kernel.
-    """
-    rows = tf.reshape(inputs, [-1, inputs.shape[-1]])  # [B*T, in]
-    outputs = layer(rows)  # [B*T, out]
-    if activation is not None:
-        outputs = activation(outputs)
-    return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [layer.units]], axis=0))
-
-
 class Dropout(keras.layers.Dropout):
     """Keras' Dropout, with 16 random bits a decision instead of a float32 draw.
 
@@ -151,11 +132,25 @@ class Dropout(keras.layers.Dropout):
     LEVELS = 1 << 16
 
     def call(self, inputs, training=False):
-        dropped_levels = round(self.rate * self.LEVELS)
-        if not training or dropped_levels == 0:
+        if not training:
             return inputs
+        keep, scale = self.keep_mask(inputs)
+        if keep is None:
+            return inputs
+        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros_like(inputs))
+
+    def keep_mask(self, inputs):
+        """Draws a training step's mask for `inputs` (advancing the seed generator).
+
+        Returns:
+          (keep, scale): bool Tensor of inputs' shape, True where the value is kept, and the
+          float the kept values are multiplied by; (None, 1.0) where the rate drops nothing.
+        """
+        dropped_levels = round(self.rate * self.LEVELS)
+        if dropped_levels == 0:
+            return None, 1.0
         if dropped_levels == self.LEVELS:
-            return tf.zeros_like(inputs)
+            return tf.zeros_like(inputs, tf.bool), 0.0
         # TensorFlow's stateless ops take int32 seeds; the generator's state is int64.
         seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
         size = tf.size(inputs)
@@ -163,8 +158,7 @@ class Dropout(keras.layers.Dropout):
                                             dtype=tf.uint32)
         halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
         keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(dropped_levels, tf.uint16)
-        scale = self.LEVELS / (self.LEVELS - dropped_levels)
-        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros_like(inputs))
+        return keep, self.LEVELS / (self.LEVELS - dropped_levels)
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -193,23 +187,24 @@ class BertEmbeddings(keras.layers.Layer):
             autocast=False)
         self.layer_norm.build((None, None, config.hidden_size))
 
-    def call(self, input_ids, token_type_ids, training=False):
+    def call(self, input_ids, token_type_ids, layout, training=False):
         """Sums word, token-type and position embeddings, then LayerNorm and dropout.
 
         Args:
           input_ids: int32 Tensor [B, T].
           token_type_ids: int32 Tensor [B, T].
+          layout: the `token_rows` layout of the batch: which positions get a row.
           training: bool, enables dropout.
 
         Returns:
-          float Tensor [B, T, H].
+          float Tensor [n, H], a row per position of the layout.
         """
-        seq_length = tf.shape(input_ids)[1]
         dtype = self.compute_dtype
-        output = tf.cast(tf.gather(self.word_embeddings, input_ids), dtype)  # [B, T, H]
-        # The original multiplies a one-hot matrix by the table; a gather gives the same numbers.
-        output += tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), dtype)
-        output += tf.cast(self.position_embeddings[:seq_length], dtype)[tf.newaxis]  # [1, T, H]
+        # The original multiplies one-hot matrices by the tables; gathers give the same numbers.
+        output = tf.cast(tf.gather(self.word_embeddings, layout.rows(input_ids)), dtype)
+        output += tf.cast(tf.gather(self.token_type_embeddings, layout.rows(token_type_ids)),
+                          dtype)
+        output += tf.cast(tf.gather(self.position_embeddings, layout.positions()), dtype)
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
 
@@ -231,38 +226,43 @@ class SelfAttention(keras.layers.Layer):
         for layer in (self.query, self.key, self.value):
             layer.build((None, None, self.hidden_size))
 
-    def _split_heads(self, x, batch_size, seq_length):
-        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.size_per_head])
+    def _split_heads(self, x):
+        """[B, T, H] -> [B, N, T, D]."""
+        shape = tf.shape(x)
+        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.size_per_head])
         return tf.transpose(x, [0, 2, 1, 3])  # [B, N, T, D]
 
-    def call(self, hidden_states, attention_adder, training=False):
-        """Scaled dot-product attention of every position to every unmasked position.
+    def call(self, query_rows, key_rows, attention_adder, query_layout, key_layout,
+             training=False):
+        """Scaled dot-product attention of each query to every unmasked position.
 
         Args:
-          hidden_states: float Tensor [B, T, H].
+          query_rows: float Tensor [q, H], the rows whose outputs are wanted.
+          key_rows: float Tensor [n, H], the rows attended to.
           attention_adder: float Tensor [B, 1, 1, T], 0 where a key may be attended to and
             -10000 where it is padding.
+          query_layout: the query rows' `token_rows` layout, [B, Tq] positions.
+          key_layout: the key rows' layout, [B, T] positions.
           training: bool, enables dropout on the attention probabilities.
 
         Returns:
-          context: float Tensor [B, T, H].
-          probs: float Tensor [B, N, T, T], the attention probabilities before dropout.
+          context: float Tensor [q, H].
+          probs: float Tensor [B, N, Tq, T], the attention probabilities before dropout.
         """
-        shape = tf.shape(hidden_states)
-        batch_size, seq_length = shape[0], shape[1]
-        query = self._split_heads(dense_on_rows(self.query, hidden_states), batch_size, seq_length)
-        key = self._split_heads(dense_on_rows(self.key, hidden_states), batch_size, seq_length)
-        value = self._split_heads(dense_on_rows(self.value, hidden_states), batch_size, seq_length)
+        query = self._split_heads(query_layout.batch(self.query(query_rows)))  # [B, N, Tq, D]
+        key = self._split_heads(key_layout.batch(self.key(key_rows)))  # [B, N, T, D]
+        value = self._split_heads(key_layout.batch(self.value(key_rows)))  # [B, N, T, D]
 
-        scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
+        scores = tf.matmul(query, key, transpose_b=True)  # [B, N, Tq, T]
         scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
         scores += tf.cast(attention_adder, scores.dtype)
         probs = tf.nn.softmax(scores)
         # This drops whole tokens to attend to, as in the Transformer paper.
-        context = tf.matmul(self.dropout(probs, training=training), value)  # [B, N, T, D]
-        context = tf.transpose(context, [0, 2, 1, 3])  # [B, T, N, D]
-        context = tf.reshape(context, [batch_size, seq_length, self.num_heads * self.size_per_head])
-        return context, probs
+        context = tf.matmul(self.dropout(probs, training=training), value)  # [B, N, Tq, D]
+        context = tf.transpose(context, [0, 2, 1, 3])  # [B, Tq, N, D]
+        shape = tf.shape(context)
+        context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.size_per_head])
+        return query_layout.rows(context), probs
 
 
 class DenseLayerNorm(keras.layers.Layer):
@@ -283,10 +283,16 @@ class DenseLayerNorm(keras.layers.Layer):
         self.dense.build((None, None, self.input_size))
         self.layer_norm.build((None, None, self.dense.units))
 
-    def call(self, hidden_states, residual, training=False):
-        """Args: hidden_states [B, T, input_size], residual [B, T, H]. Returns [B, T, H]."""
-        output = self.dropout(dense_on_rows(self.dense, hidden_states), training=training)
-        return self.layer_norm(output + residual)
+    def call(self, rows, residual, training=False):
+        """Args: rows [n, input_size], residual [n, H]. Returns [n, H]."""
+        output = self.dense(rows)
+        if not training:
+            return self.layer_norm(output + residual)
+        keep, scale = self.dropout.keep_mask(output)
+        norm = self.layer_norm
+        return fused.dropout_add_layer_norm(output, residual, keep, scale,
+                                            tf.cast(norm.gamma, tf.float32),
+                                            tf.cast(norm.beta, tf.float32), norm.epsilon)
 
 
 class Attention(keras.layers.Layer):
@@ -301,10 +307,14 @@ class Attention(keras.layers.Layer):
         self.self_attention.build()
         self.output_block.build()
 
-    def call(self, hidden_states, attention_adder, training=False):
-        """Returns the attention output [B, T, H] and the probabilities [B, N, T, T]."""
-        context, probs = self.self_attention(hidden_states, attention_adder, training=training)
-        return self.output_block(context, hidden_states, training=training), probs
+    def call(self, query_rows, key_rows, attention_adder, query_layout, key_layout,
+             training=False):
+        """Returns the attention output [q, H] of the query rows and the probabilities
+        [B, N, Tq, T] (see `SelfAttention`)."""
+        context, probs = self.self_attention(
+            query_rows, key_rows, attention_adder, query_layout=query_layout,
+            key_layout=key_layout, training=training)
+        return self.output_block(context, query_rows, training=training), probs
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -321,10 +331,30 @@ class TransformerLayer(keras.layers.Layer):
         self.intermediate.build()
         self.output_block.build()
 
-    def call(self, hidden_states, attention_adder, training=False):
-        """Returns the layer output [B, T, H] and its attention probabilities [B, N, T, T]."""
-        attention_output, probs = self.attention(hidden_states, attention_adder, training=training)
-        intermediate_output = self.intermediate(attention_output, training=training)  # [B, T, I]
+    def call(self, rows, attention_adder, layout, training=False, positions=None):
+        """One layer over the rows of `layout`.
+
+        Args:
+          rows: float Tensor [n, H], the previous layer's output.
+          attention_adder: float Tensor [B, 1, 1, T].
+          layout: the rows' `token_rows` layout.
+          training: bool, enables dropout.
+          positions: optional int Tensor [B, P]: compute the output only at these positions
+            of each sequence (they attend to every position all the same).
+
+        Returns:
+          The layer's output, float Tensor [n, H], or [B*P, H] at `positions`; and its
+          attention probabilities [B, N, T or P, T].
+        """
+        if positions is None:
+            query_rows, query_layout = rows, layout
+        else:
+            query_rows = tf.gather(rows, tf.reshape(layout.row_of(positions), [-1]))  # [B*P, H]
+            query_layout = token_rows.AllPositions(positions)
+        attention_output, probs = self.attention(
+            query_rows, rows, attention_adder, query_layout=query_layout, key_layout=layout,
+            training=training)
+        intermediate_output = self.intermediate(attention_output, training=training)  # [q, I]
         return self.output_block(intermediate_output, attention_output, training=training), probs
 
 
@@ -335,7 +365,7 @@ class Intermediate(keras.layers.Layer):
         super().__init__(name="intermediate", **kwargs)
         self.dense = dense(config.intermediate_size, config, "dense")
         self.activation = get_activation(config.hidden_act)
-        # The same function, with a backward pass that keeps less (see gelu_for_training).
+        # The same function, compiled, with a backward pass that keeps less.
         self.training_activation = {gelu: gelu_for_training,
                                     gelu_exact: gelu_exact_for_training}.get(self.activation,
                                                                              self.activation)
@@ -344,10 +374,11 @@ class Intermediate(keras.layers.Layer):
     def build(self, input_shape=None):
         self.dense.build((None, None, self.hidden_size))
 
-    def call(self, hidden_states, training=False):
-        """Args: hidden_states [B, T, H]. Returns [B, T, I]."""
-        return dense_on_rows(self.dense, hidden_states,
-                             self.training_activation if training else self.activation)
+    def call(self, rows, training=False):
+        """Args: rows [n, H]. Returns [n, I]."""
+        outputs = self.dense(rows)
+        activation = self.training_activation if training else self.activation
+        return outputs if activation is None else activation(outputs)
 
 
 class Encoder(keras.layers.Layer):
@@ -362,12 +393,15 @@ class Encoder(keras.layers.Layer):
         for layer in self.transformer_layers:
             layer.build()
 
-    def call(self, hidden_states, attention_adder, training=False):
-        """Returns the list of every layer's output [B, T, H] and of its probabilities."""
+    def call(self, rows, attention_adder, layout, training=False, positions=None):
+        """Returns the list of every layer's output rows [n, H] (the last one's [B*P, H] at
+        `positions` if given, see `TransformerLayer`) and of its attention probabilities."""
         all_outputs, all_probs = [], []
-        for layer in self.transformer_layers:
-            hidden_states, probs = layer(hidden_states, attention_adder, training=training)
-            all_outputs.append(hidden_states)
+        last = len(self.transformer_layers) - 1
+        for index, layer in enumerate(self.transformer_layers):
+            rows, probs = layer(rows, attention_adder, layout=layout, training=training,
+                                positions=positions if index == last else None)
+            all_outputs.append(rows)
             all_probs.append(probs)
         return all_outputs, all_probs
 

@@ -41,8 +41,8 @@ class BertClassifier(keras.Model):
     def call(self, inputs, training=False):
         model_inputs = {k: v for k, v in inputs.items()
                         if k in ("input_ids", "input_mask", "token_type_ids")}
-        pooled = self.bert(model_inputs, training=training)["pooled_output"]
-        pooled = self.dropout(pooled, training=training)
+        pooled = self.dropout(self.bert.pooled_output(model_inputs, training=training),
+                              training=training)
         logits = heads.output_logits(pooled, self.output_weights, self.output_bias)
         outputs = {"logits": logits}
         if self.regression:

@@ -39,7 +39,7 @@ class BertMultipleChoice(keras.Model):
         shape = tf.shape(inputs["input_ids"])  # [B, C, T]
         flat = {name: tf.reshape(inputs[name], [-1, shape[2]])  # [B*C, T]
                 for name in ("input_ids", "input_mask", "token_type_ids")}
-        pooled = self.bert(flat, training=training)["pooled_output"]  # [B*C, H]
+        pooled = self.bert.pooled_output(flat, training=training)  # [B*C, H]
         pooled = self.dropout(pooled, training=training)
         scores = heads.output_logits(pooled, self.output_weights, self.output_bias)  # [B*C, 1]
         logits = tf.reshape(scores, shape[:2])  # [B, C]

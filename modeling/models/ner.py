@@ -39,7 +39,9 @@ class BertTokenClassifier(keras.Model):
     def call(self, inputs, training=False):
         model_inputs = {k: v for k, v in inputs.items()
                         if k in ("input_ids", "input_mask", "token_type_ids")}
-        hidden = self.bert(model_inputs, training=training)["sequence_output"]
+        # Training reads no padding (its weights are 0): it is not computed.
+        hidden = (self.bert.real_token_output(model_inputs, training=True) if training
+                  else self.bert(model_inputs)["sequence_output"])
         hidden = self.dropout(hidden, training=training)
         rows = tf.reshape(hidden, [-1, self.config.hidden_size])  # [B*T, H]
         logits = heads.output_logits(rows, self.output_weights, self.output_bias)  # [B*T, L]

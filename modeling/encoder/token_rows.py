@@ -1,0 +1,93 @@
+"""Which positions of a batch the encoder computes, as the rows of its matrices.
+
+The encoder runs every dense layer, LayerNorm and dropout on a matrix with one row per position,
+[rows, H], as the original's `reshape_to_matrix` does, and makes a batch [B, T, H] of it only
+for attention. A layout says which positions get a row:
+
+  AllPositions: every position, padding included, as the original; the rows are a reshape.
+  RealTokens: only the positions the input mask marks. Padding gets no row, so no matmul,
+    LayerNorm or dropout computes it: a batch cut to its longest example still pads the others
+    (a random batch of 32 MRPC pairs is 80 tokens long for 53 tokens a pair on average).
+
+Both give the same numbers at the real tokens: a padded key gets exactly zero attention (its
+adder is -10000, whose exp underflows to 0), and a padded query's output is read by nothing
+but the padding's own rows. RealTokens' rows have a length only known when the graph runs,
+which XLA cannot compile: `for_input_mask` picks AllPositions inside an XLA-compiled function.
+
+Shape legend: B batch, T sequence length, P positions per sequence, n rows (B*T or real
+tokens), H hidden size.
+"""
+import tensorflow as tf
+# TensorFlow's own test of "is this graph being compiled by XLA" (tf.function(jit_compile=True)
+# and TPU replication trace inside an XLA context); TensorFlow's gradients use it the same way.
+from tensorflow.python.ops import control_flow_util
+
+
+class AllPositions:
+    """Every position of a [B, T] batch is a row, row b*T + t."""
+
+    def __init__(self, input_mask):
+        """Args: input_mask: int Tensor [B, T] (only its shape is read)."""
+        shape = tf.shape(input_mask)
+        self.batch_size, self.seq_length = shape[0], shape[1]
+
+    def rows(self, batch):
+        """[B, T, ...] -> [n, ...]."""
+        batch = tf.convert_to_tensor(batch)
+        return tf.reshape(batch, [-1] + batch.shape[2:].as_list())
+
+    def batch(self, rows):
+        """[n, ...] -> [B, T, ...]."""
+        rows = tf.convert_to_tensor(rows)
+        return tf.reshape(rows, [self.batch_size, self.seq_length] + rows.shape[1:].as_list())
+
+    def positions(self):
+        """int32 [n]: each row's position t in its sequence."""
+        return tf.tile(tf.range(self.seq_length), [self.batch_size])
+
+    def row_of(self, positions):
+        """int [B, P] positions of each sequence -> int32 [B, P], their rows."""
+        offsets = self.seq_length * tf.range(self.batch_size)[:, tf.newaxis]  # [B, 1]
+        return tf.cast(positions, tf.int32) + offsets
+
+
+class RealTokens(AllPositions):
+    """Only the positions where the input mask is not 0 are rows, in batch order."""
+
+    def __init__(self, input_mask):
+        """Args: input_mask: int Tensor [B, T], 1 for real tokens and 0 for padding."""
+        super().__init__(input_mask)
+        real = tf.reshape(input_mask, [-1]) != 0  # [B*T]
+        # Of each row, its flat position b*T + t; of each flat position, the row it is (the
+        # count of real tokens before it; meaningless at padding).
+        self.flat_positions = tf.cast(tf.where(real)[:, 0], tf.int32)  # [n]
+        self.flat_rows = tf.cumsum(tf.cast(real, tf.int32), exclusive=True)  # [B*T]
+
+    def rows(self, batch):
+        # gather_nd and scatter_nd are each other's gradients: both directions stay dense
+        # (tf.gather's gradient would be IndexedSlices, summed by a slower segment sum).
+        return tf.gather_nd(super().rows(batch), self.flat_positions[:, tf.newaxis])
+
+    def batch(self, rows):
+        """[n, ...] -> [B, T, ...], zeros at padding."""
+        rows = tf.convert_to_tensor(rows)
+        flat_shape = [self.batch_size * self.seq_length] + rows.shape[1:].as_list()
+        flat = tf.scatter_nd(self.flat_positions[:, tf.newaxis], rows, flat_shape)
+        return super().batch(flat)
+
+    def positions(self):
+        return self.flat_positions % self.seq_length
+
+    def row_of(self, positions):
+        """As `AllPositions.row_of`, for positions of real tokens. A position in the padding
+        (a masked-LM slot of weight 0, say) gets the row of a real token of the batch: no
+        row is computed for it."""
+        rows = tf.gather(self.flat_rows, super().row_of(positions))
+        return tf.minimum(rows, tf.maximum(tf.size(self.flat_positions) - 1, 0))
+
+
+def for_input_mask(input_mask):
+    """RealTokens, or AllPositions where XLA compiles the graph (it needs static shapes)."""
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return AllPositions(input_mask)
+    return RealTokens(input_mask)

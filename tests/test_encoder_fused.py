@@ -1,0 +1,78 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling.encoder import fused
+
+
+@pytest.mark.parametrize("rows", [1, fused.ROW_MULTIPLE - 1, fused.ROW_MULTIPLE,
+                                  fused.ROW_MULTIPLE + 1])
+def test_on_rows_gives_the_functions_results_for_any_row_count(rows):
+    def function(x, y, bias):
+        return x * y + bias, tf.reduce_sum(x, axis=0)
+    compiled = fused.on_rows(function, row_arguments=2, row_results=1)
+    rng = np.random.default_rng(rows)
+    x, y = (rng.normal(size=(rows, 5)).astype("float32") for _ in range(2))
+    bias = np.arange(5, dtype="float32")
+    product, column_sums = compiled(tf.constant(x), tf.constant(y), tf.constant(bias))
+    assert product.shape == (rows, 5)
+    np.testing.assert_allclose(product.numpy(), x * y + bias, rtol=1e-6)
+    np.testing.assert_allclose(column_sums.numpy(), x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def keras_layer_norm(gamma, beta, epsilon, dtype):
+    norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype)
+    norm.build((None, gamma.shape[-1]))
+    norm.gamma.assign(gamma)
+    norm.beta.assign(beta)
+    return norm
+
+
+def reference(norm, x, residual, keep, scale):
+    """What the inference path computes: Keras' LayerNormalization of the dropped sum."""
+    dropped = tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
+    return norm(dropped + residual)
+
+
+@pytest.mark.parametrize("dtype,tolerance", [("float32", 2e-5), ("bfloat16", 3e-2)])
+def test_dropout_add_layer_norm_gives_keras_values_and_gradients(dtype, tolerance):
+    rng = np.random.default_rng(7)
+    rows, hidden = 300, 37
+    x, residual = (tf.constant(rng.normal(size=(rows, hidden)), dtype) for _ in range(2))
+    keep = tf.constant(rng.random((rows, hidden)) > 0.1)
+    gamma = tf.constant(rng.normal(size=hidden), tf.float32)
+    beta = tf.constant(rng.normal(size=hidden), tf.float32)
+    upstream = tf.constant(rng.normal(size=(rows, hidden)), dtype)
+    norm = keras_layer_norm(gamma, beta, 1e-12,
+                            "mixed_bfloat16" if dtype == "bfloat16" else dtype)
+    results = []
+    for fused_form in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch([x, residual, gamma, beta])
+            if fused_form:
+                output = fused.dropout_add_layer_norm(x, residual, keep, 1 / 0.9, gamma, beta,
+                                                      1e-12)
+                weights = [gamma, beta]
+            else:
+                output = reference(norm, x, residual, keep, 1 / 0.9)
+                weights = [norm.gamma, norm.beta]
+        gradients = tape.gradient(output, [x, residual] + weights, output_gradients=upstream)
+        results.append([tf.cast(t, tf.float32).numpy() for t in [output] + gradients])
+    assert results[1][0].dtype == np.float32 and results[0][0].shape == (rows, hidden)
+    for expected, actual in zip(*results):
+        scale = max(1.0, np.abs(expected).max())
+        np.testing.assert_allclose(actual, expected, atol=tolerance * scale, rtol=0)
+    dropped = ~keep.numpy()
+    assert not np.any(results[1][1][dropped])  # no gradient reaches a dropped value
+
+
+def test_without_a_mask_nothing_is_dropped():
+    x = tf.random.normal([3, 8])
+    residual = tf.random.normal([3, 8])
+    ones, zeros = tf.ones([8]), tf.zeros([8])
+    np.testing.assert_allclose(
+        fused.dropout_add_layer_norm(x, residual, None, 1.0, ones, zeros, 1e-12).numpy(),
+        reference(keras_layer_norm(ones, zeros, 1e-12, "float32"), x, residual,
+                  tf.ones_like(x, tf.bool), 1.0).numpy(),
+        atol=1e-5)
