@@ -1,20 +1,22 @@
 """Where a fine-tuning step's time goes, against the speed of its own matmuls (issue 25).
 
-  python benchmarks/bench_step_breakdown.py                    # MiniLM, 32 x 64, 7 rounds
+  python benchmarks/bench_step_breakdown.py                    # MiniLM, 32 x 53, 7 rounds
   python benchmarks/bench_step_breakdown.py --seq_length=128 --rounds=5
   python benchmarks/bench_step_breakdown.py --precision=mixed_bfloat16   # bfloat16 matmuls
 
-A MiniLM classifier (random weights) at the real shapes of an MRPC step: batch 32 and a padded
-length t (64 is about a length bucket's mean, 61). Three compiled functions are timed in turn
-each round: the forward pass (training=True, with the loss), forward and backward (the dense
-gradients), and the whole step (clipping and the original's Adam update too). Then every
-distinct matmul of the step is timed alone at its own shape and transposes: the [B*t, H]
-projections, the feed-forward pair, the attention's batched [t, d] x [d, t] products, and in
-the backward pass each one's two products (the input's gradient and the weight's). Their times,
-each multiplied by how often the step runs it, add up to the step's arithmetic at the speed
+A MiniLM classifier (random weights) at the real shapes of an MRPC step: batch 32 and a length
+t of real tokens (53 is the mean pair, and a length bucket's mean). Three compiled functions
+are timed in turn each round: the forward pass (training=True, with the loss), forward and
+backward (the dense gradients), and the whole step (clipping and the original's Adam update
+too). Then every distinct matmul of the step is timed alone at its own shape and transposes:
+the [B*t, H] projections, the feed-forward pair, the attention's batched [t, d] x [d, t]
+products, the last layer's at [CLS] alone (what the classifier reads), and in the backward pass
+each one's two products (the input's gradient and the weight's). Their times, each multiplied
+by how often the step runs it, add up to the step's arithmetic at the speed
 this CPU reaches on those shapes: the limit the step can approach by removing everything else
 (element-wise ops, softmax, LayerNorm, the update, the framework). Medians over rounds. Under
 --precision=mixed_bfloat16 the model computes in bfloat16 and the matmuls are timed in bfloat16.
+Last, a few steps under TensorFlow's profiler say where the time beside the matmuls goes.
 """
 import argparse
 import pathlib
@@ -38,28 +40,46 @@ MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
 
 def matmul_inventory(batch, length, config):
     """The step's matmuls: list of (phase, name, batch dims, m, k, n, transpose_a,
-    transpose_b, count). A [m, k] x [k, n] product, `count` times per step."""
+    transpose_b, count). A [m, k] x [k, n] product, `count` times per step.
+
+    As the classifier trains: every layer over the batch's B*t tokens, but the last, whose
+    keys and values are computed over every token and the rest (query, attention output,
+    feed-forward) only at [CLS], the one position the head reads.
+    """
     rows, hidden, inner = batch * length, config["hidden_size"], config["intermediate_size"]
     heads = config["num_attention_heads"]
     depth, layers = hidden // heads, config["num_hidden_layers"]
-    attention = batch * heads
     inventory = []
-    for name, k, n, per_layer in (("q/k/v/o projection", hidden, hidden, 4),
-                                  ("feed-forward in", hidden, inner, 1),
-                                  ("feed-forward out", inner, hidden, 1)):
-        count = per_layer * layers
-        inventory += [("forward", name, (), rows, k, n, False, False, count),
-                      ("backward", f"{name}: input gradient", (), rows, n, k, False, True, count),
-                      ("backward", f"{name}: weight gradient", (), k, rows, n, True, False,
-                       count)]
-    b = (attention,)
-    inventory += [
-        ("forward", "attention scores Q K^T", b, length, depth, length, False, True, layers),
-        ("forward", "attention context P V", b, length, length, depth, False, False, layers),
-        ("backward", "scores: dQ = dS K", b, length, length, depth, False, False, layers),
-        ("backward", "scores: dK = dS^T Q", b, length, length, depth, True, False, layers),
-        ("backward", "context: dP = dC V^T", b, length, depth, length, False, True, layers),
-        ("backward", "context: dV = P^T dC", b, length, length, depth, True, False, layers)]
+
+    def dense(name, m, k, n, count):
+        inventory.extend([
+            ("forward", name, (), m, k, n, False, False, count),
+            ("backward", f"{name}: input gradient", (), m, n, k, False, True, count),
+            ("backward", f"{name}: weight gradient", (), k, m, n, True, False, count)])
+
+    def attention(name, queries, count):
+        b = (batch * heads,)
+        inventory.extend([
+            ("forward", f"{name}scores Q K^T", b, queries, depth, length, False, True, count),
+            ("forward", f"{name}context P V", b, queries, length, depth, False, False, count),
+            ("backward", f"{name}scores: dQ = dS K", b, queries, length, depth, False, False,
+             count),
+            ("backward", f"{name}scores: dK = dS^T Q", b, length, queries, depth, True, False,
+             count),
+            ("backward", f"{name}context: dP = dC V^T", b, queries, depth, length, False, True,
+             count),
+            ("backward", f"{name}context: dV = P^T dC", b, length, queries, depth, True, False,
+             count)])
+
+    full = layers - 1
+    dense("q/k/v/o projection", rows, hidden, hidden, 4 * full + 2)  # the last: k and v
+    dense("feed-forward in", rows, hidden, inner, full)
+    dense("feed-forward out", rows, inner, hidden, full)
+    attention("attention ", length, full)
+    dense("last layer at [CLS]: q/o projection", batch, hidden, hidden, 2)
+    dense("last layer at [CLS]: feed-forward in", batch, hidden, inner, 1)
+    dense("last layer at [CLS]: feed-forward out", batch, inner, hidden, 1)
+    attention("last layer at [CLS]: ", 1, 1)
     return inventory
 
 
@@ -98,21 +118,84 @@ def step_functions(batch_inputs):
         return tf.add_n([tf.reduce_sum(g[:1]) for g in gradients()])
 
     @tf.function
-    def whole_step():
-        clipped, _ = optimization.clip_gradients(gradients())
-        optimizer.apply_gradients(zip(clipped, variables))
+    def whole_step():  # as the trainer's: the update applies the clipping's factor
+        dense = gradients()
+        optimizer.gradient_scale, _ = optimization.clip_scale(dense)
+        optimizer.apply_gradients(zip(dense, variables))
+        optimizer.gradient_scale = None
         return optimizer.iterations
 
     return {"forward": forward, "forward+backward": forward_backward, "step": whole_step}
 
 
+# What an op's time counts as, first match on (op name, op type) wins. An XLA-compiled call
+# (fused.py's element-wise passes, the optimizer's update) is of type "XLA".
+CATEGORIES = (
+    ("matmuls", lambda name, kind: "MatMul" in kind),
+    ("clipping and the update", lambda name, kind: any(
+        part in name for part in ("adam_weight_decay", "global_norm"))
+        or kind in ("AssignVariableOp", "ReadVariableOp")),
+    ("GELU and its derivative (compiled; padding rows included)",
+     lambda name, kind: "gelu" in name),
+    ("dropout + residual + LayerNorm and derivative (compiled; padding rows included)",
+     lambda name, kind: "dropout_add_layer_norm" in name),
+    ("dropout masks", lambda name, kind: "dropout" in name),
+    ("token rows: gathers and scatters", lambda name, kind: kind in (
+        "GatherNd", "ScatterNd", "Where", "Cumsum")),
+    ("attention: softmax, scale, mask, transposes", lambda name, kind: "attention" in name
+        and "self" in name),
+    ("bias gradients", lambda name, kind: kind == "BiasAddGrad"),
+    ("embeddings", lambda name, kind: "embeddings" in name or kind == "UnsortedSegmentSum"),
+    ("casts", lambda name, kind: kind == "Cast"),
+)
+
+
+def op_times(function, steps):
+    """Seconds per step of each category of CATEGORIES (and "other ops"), summed over the
+    threads that ran them, from TensorFlow's profiler over `steps` calls of `function`."""
+    import collections
+    import glob
+    import tempfile
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    directory = tempfile.mkdtemp(prefix="step_profile_")
+    tf.profiler.experimental.start(directory)
+    for _ in range(steps):
+        function().numpy()
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(f"{directory}/**/*.xplane.pb", recursive=True)[0], "rb") as file:
+        space.ParseFromString(file.read())
+    totals = collections.Counter()
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                label = plane.event_metadata[event.metadata_id].name
+                if label == "ExecutorState::ProcessAsync::Start":  # runs an XLA-compiled call
+                    stats = {plane.stat_metadata[s.metadata_id].name:
+                             s.str_value or plane.stat_metadata[s.ref_value].name
+                             for s in event.stats}
+                    name, kind = stats.get("name", ""), "XLA"
+                elif "::" not in label and ":" in label:
+                    name, kind = label.rsplit(":", 1)
+                    if not kind[:1].isupper() and kind[:1] != "_":
+                        continue
+                else:
+                    continue
+                category = next((c for c, test in CATEGORIES if test(name, kind)), "other ops")
+                totals[category] += event.duration_ps / 1e12 / steps
+    return totals
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--seq_length", type=int, default=64)
+    parser.add_argument("--seq_length", type=int, default=53)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--matmul_repeats", type=int, default=9)
     parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"], default="float32")
+    parser.add_argument("--profile_steps", type=int, default=5)
     args = parser.parse_args()
     trainer.set_precision(args.precision)
     dtype = tf.bfloat16 if args.precision == "mixed_bfloat16" else tf.float32
@@ -163,6 +246,14 @@ def main():
     print(f"| clip + update | {update * 1e3:.0f} | 0 | 0% |")
     print(f"| whole step | {measured['step'] * 1e3:.0f} | {arithmetic * 1e3:.0f} | "
           f"{arithmetic / measured['step']:.0%} |")
+    shares = op_times(functions["step"], args.profile_steps)
+    total = sum(shares.values())
+    print(f"\nWhere the step's op time goes (TensorFlow's profiler, {args.profile_steps} steps; "
+          f"time of ops summed over the threads that ran them, {total * 1e3:.0f} ms a step):\n")
+    print("| ops | ms a step | share |")
+    print("|---|---:|---:|")
+    for category, seconds in shares.most_common():
+        print(f"| {category} | {seconds * 1e3:.1f} | {seconds / total:.0%} |")
     print(f"\nThe step at its matmuls' own speed would take {arithmetic * 1e3:.0f} ms: the "
           f"step takes {measured['step'] / arithmetic:.2f}x that; {batch / arithmetic:.1f} "
           f"examples/s is this CPU's limit at these shapes, {batch / measured['step']:.1f} "

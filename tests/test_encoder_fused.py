@@ -8,17 +8,14 @@ from modeling.encoder import fused
 
 @pytest.mark.parametrize("rows", [1, fused.ROW_MULTIPLE - 1, fused.ROW_MULTIPLE,
                                   fused.ROW_MULTIPLE + 1])
-def test_on_rows_gives_the_functions_results_for_any_row_count(rows):
-    def function(x, y, bias):
-        return x * y + bias, tf.reduce_sum(x, axis=0)
-    compiled = fused.on_rows(function, row_arguments=2, row_results=1)
-    rng = np.random.default_rng(rows)
-    x, y = (rng.normal(size=(rows, 5)).astype("float32") for _ in range(2))
-    bias = np.arange(5, dtype="float32")
-    product, column_sums = compiled(tf.constant(x), tf.constant(y), tf.constant(bias))
-    assert product.shape == (rows, 5)
-    np.testing.assert_allclose(product.numpy(), x * y + bias, rtol=1e-6)
-    np.testing.assert_allclose(column_sums.numpy(), x.sum(axis=0), rtol=1e-5, atol=1e-5)
+def test_padded_rows_round_trip_and_add_nothing_to_sums_over_rows(rows):
+    x = np.random.default_rng(rows).normal(size=(rows, 5)).astype("float32")
+    padding = fused.PaddedRows(tf.constant(x))
+    padded = padding.pad(tf.constant(x))
+    assert padded.shape[0] % fused.ROW_MULTIPLE == 0 and padded.shape[0] - rows < 256
+    sums = fused.compiled(lambda t: tf.reduce_sum(t, axis=0))(padded)
+    np.testing.assert_allclose(sums.numpy(), x.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(padding.cut(padded).numpy(), x)
 
 
 def keras_layer_norm(gamma, beta, epsilon, dtype):

@@ -44,6 +44,34 @@ def test_clipping_uses_the_norm_of_the_summed_gradient():
     np.testing.assert_allclose(clipped[0], [[0, 0], [2 / np.sqrt(8)] * 2, [0, 0]], rtol=1e-6)
 
 
+def test_the_update_applies_the_clipping_scale_as_clip_by_global_norm_would():
+    """The trainer hands the update the clipping's factor (one pass over the gradients fewer):
+    the same weights and slots as updating with the clipped gradients, in both the compiled
+    update of large variables and the one of small ones."""
+    rng = np.random.default_rng(5)
+    shapes = [(300, 300), (7,)]  # above and below FUSED_SIZE
+    gradients = [tf.constant(rng.normal(size=shape) * 3, tf.float32) for shape in shapes]
+    scale, norm = optimization.clip_scale(gradients)
+    clipped, clipped_norm = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
+    assert float(norm) == float(clipped_norm) and float(norm) > 1  # clipping is active
+    results = []
+    for folded in (False, True):
+        variables = [keras.Variable(np.full(shape, 0.5, "float32")) for shape in shapes]
+        optimizer = optimization.create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=0)
+        optimizer.build(variables)
+        for _ in range(2):
+            if folded:
+                optimizer.gradient_scale = scale
+                optimizer.apply_gradients(zip(gradients, variables))
+                optimizer.gradient_scale = None
+            else:
+                optimizer.apply_gradients(zip(clipped, variables))
+        results.append([v.numpy() for v in variables + optimizer.adam_m + optimizer.adam_v])
+    for explicit, folded in zip(*results):
+        np.testing.assert_allclose(folded, explicit, rtol=1e-7, atol=0)
+    assert not np.allclose(results[0][0], 0.5)  # the variables moved
+
+
 def _train_five_steps(refs):
     directory = refs / "optimizer"
     model = BertPretrainer(BertConfig.from_json_file(directory / "bert_config_nodropout.json"))

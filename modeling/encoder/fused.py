@@ -22,32 +22,29 @@ import tensorflow as tf
 ROW_MULTIPLE = 256
 
 
-def on_rows(function, row_arguments=1, row_results=1):
-    """`function`, compiled by XLA, for rows [n, ...] of any n: each call pads the rows of
-    its first `row_arguments` arguments with zeros to a multiple of ROW_MULTIPLE, and cuts
-    its first `row_results` results back to n rows.
+def compiled(function):
+    """`function` compiled by XLA (once per shape of its arguments)."""
+    return tf.function(function, jit_compile=True, autograph=False)
 
-    Args:
-      function: computes row by row (a padding row reaches no other row but through sums
-        over rows, to which zero rows must add nothing); returns a tensor or a tuple.
-      row_arguments, row_results: how many of the leading arguments and results are rows;
-        the others are passed and returned as they are.
 
-    Returns:
-      A function of the same arguments and results.
+class PaddedRows:
+    """Pads tensors [n, ...] with zero rows to a multiple of ROW_MULTIPLE, and cuts them back.
+
+    A compiled function on padded rows must compute row by row: a padding row may reach the
+    others only through sums over rows, to which zero rows add nothing. What the backward pass
+    reads is kept padded, so that it is padded once.
     """
-    compiled = tf.function(function, jit_compile=True, autograph=False)
 
-    def call(*arguments):
-        rows = tf.shape(arguments[0])[0]
-        padding = -rows % ROW_MULTIPLE
-        padded = [tf.pad(a, [[0, padding]] + [[0, 0]] * (a.shape.rank - 1))
-                  for a in arguments[:row_arguments]]
-        results = compiled(*padded, *arguments[row_arguments:])
-        if not isinstance(results, (tuple, list)):
-            return results[:rows]
-        return tuple(r[:rows] if i < row_results else r for i, r in enumerate(results))
-    return call
+    def __init__(self, like):
+        """Args: like: a Tensor [n, ...] of the row count to pad."""
+        self.rows = tf.shape(like)[0]
+        self.padding = -self.rows % ROW_MULTIPLE
+
+    def pad(self, tensor):
+        return tf.pad(tensor, [[0, self.padding]] + [[0, 0]] * (tensor.shape.rank - 1))
+
+    def cut(self, tensor):
+        return tensor[:self.rows]
 
 
 def keeping_only_the_input(function, derivative):
@@ -58,11 +55,20 @@ def keeping_only_the_input(function, derivative):
     instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, 311 MB of a
     training step's peak memory (benchmarks/README.md).
     """
-    forward, backward = on_rows(function), on_rows(derivative, row_arguments=2)
+    forward, backward = compiled(function), compiled(derivative)
+    name = function.__name__  # the passes' name scope: a profile tells them apart
 
     @tf.custom_gradient
     def function_for_training(x):
-        return forward(x), lambda upstream: backward(x, upstream)
+        with tf.name_scope(name):
+            rows = PaddedRows(x)
+            padded = rows.pad(x)
+            output = rows.cut(forward(padded))
+
+        def gradient(upstream):
+            with tf.name_scope(f"{name}_gradient"):
+                return rows.cut(backward(padded, rows.pad(upstream)))
+        return output, gradient
     return function_for_training
 
 
@@ -119,16 +125,20 @@ def _dropout_add_layer_norm(scale, epsilon):
                               tf.zeros_like(residual_gradient))
         return x_gradient, residual_gradient, gamma_gradient, beta_gradient
 
-    forward = on_rows(forward_fn, row_arguments=3, row_results=2)
-    backward = on_rows(backward_fn, row_arguments=3, row_results=2)
+    forward, backward = compiled(forward_fn), compiled(backward_fn)
 
     @tf.custom_gradient
     def function(x, residual, keep, gamma, beta):
-        output, total = forward(x, residual, keep, gamma, beta)
+        with tf.name_scope("dropout_add_layer_norm"):
+            rows = PaddedRows(x)
+            keep = rows.pad(keep)
+            output, total = forward(rows.pad(x), rows.pad(residual), keep, gamma, beta)
 
         def gradient(upstream):
-            x_gradient, residual_gradient, gamma_gradient, beta_gradient = backward(
-                upstream, total, keep, gamma)
-            return x_gradient, residual_gradient, None, gamma_gradient, beta_gradient
-        return output, gradient
+            with tf.name_scope("dropout_add_layer_norm_gradient"):
+                x_gradient, residual_gradient, gamma_gradient, beta_gradient = backward(
+                    rows.pad(upstream), total, keep, gamma)
+                return (rows.cut(x_gradient), rows.cut(residual_gradient), None,
+                        gamma_gradient, beta_gradient)
+        return rows.cut(output), gradient
     return function

@@ -151,13 +151,15 @@ class Dropout(keras.layers.Dropout):
             return None, 1.0
         if dropped_levels == self.LEVELS:
             return tf.zeros_like(inputs, tf.bool), 0.0
-        # TensorFlow's stateless ops take int32 seeds; the generator's state is int64.
-        seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
-        size = tf.size(inputs)
-        words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
-                                            dtype=tf.uint32)
-        halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-        keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(dropped_levels, tf.uint16)
+        with tf.name_scope(self.name):  # also where a fused pass, not `call`, applies the mask
+            # TensorFlow's stateless ops take int32 seeds; the generator's state is int64.
+            seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1),
+                           tf.int32)
+            size = tf.size(inputs)
+            words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None,
+                                                maxval=None, dtype=tf.uint32)
+            halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+            keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(dropped_levels, tf.uint16)
         return keep, self.LEVELS / (self.LEVELS - dropped_levels)
 
 

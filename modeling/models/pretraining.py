@@ -17,7 +17,8 @@ class BertPretrainer(keras.Model):
     """`BertModel` plus the masked-LM and next-sentence heads, as `run_pretraining.py` builds.
 
     Called with the `BertModel` inputs plus `masked_lm_positions` int [B, P]; returns the
-    encoder's dict (in training only its `pooled_output`: the rest is not computed) plus `masked_lm_log_probs` [B, P, V] and `next_sentence_log_probs` [B, 2].
+    encoder's dict (in training only its `pooled_output`: the rest is not computed) plus
+    `masked_lm_log_probs` [B, P, V] and `next_sentence_log_probs` [B, 2].
     When `masked_lm_ids`, `masked_lm_weights` and `next_sentence_labels` are given too, it adds
     `masked_lm_loss`, `masked_lm_example_loss` [B, P], `next_sentence_loss`,
     `next_sentence_example_loss` [B] and `total_loss` (their sum).

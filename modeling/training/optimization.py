@@ -80,6 +80,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self.apply_condition = None
+        self.gradient_scale = None
         self._previous_assignments = []
 
     def learning_rate_at(self, step):
@@ -108,8 +109,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             index = self._get_variable_index(variable)
             m, v = self.adam_m[index], self.adam_v[index]
             inputs = (variable, m, v, tf.convert_to_tensor(gradient))  # dense, as the original's
+            scale = 1.0 if self.gradient_scale is None else self.gradient_scale
             scalars = (tf.cast(learning_rate, variable.dtype),
-                       tf.cast(self.iterations + 1, variable.dtype), self.decays[index])
+                       tf.cast(self.iterations + 1, variable.dtype), self.decays[index],
+                       tf.cast(scale, variable.dtype))
             if variable.shape.num_elements() >= FUSED_SIZE:
                 # Flat, so that all sizes share one trace (XLA still compiles each size).
                 flat = [tf.reshape(tf.convert_to_tensor(x), [-1]) for x in inputs]
@@ -119,8 +122,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                 values = self._new_values(*inputs, *scalars)
             self._commit(list(zip((variable, m, v), values)))
 
-    def _new_values(self, weights, m, v, gradient, learning_rate, step, decays):
-        """A variable's new weights, m and v."""
+    def _new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale):
+        """A variable's new weights, m and v, from its gradient times `scale` (the global-norm
+        clipping's factor, applied here rather than in a pass of its own)."""
+        gradient = gradient * scale
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
         update = self.direction(next_m, next_v, weights, decays, step)
@@ -207,6 +212,25 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adam
         raise ValueError(f"Unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
     schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
     return OPTIMIZERS[optimizer](schedule)
+
+
+def clip_scale(gradients):
+    """What global-norm clipping at 1.0 multiplies every gradient by, computed as
+    `tf.clip_by_global_norm` computes it (NaN where the norm is not finite).
+
+    Given to the optimizer as `gradient_scale`, each variable's update applies it in its own
+    pass: MiniLM's gradients are 91 MB, and a pass of their own to scale them cost a training
+    step about 5% (benchmarks/README.md).
+
+    Args:
+      gradients: list of dense float32 Tensors (None entries are skipped).
+
+    Returns:
+      (scale, global norm before clipping): float32 scalars.
+    """
+    norm = tf.linalg.global_norm(gradients)
+    scale = CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / CLIP_NORM)
+    return scale + (norm - norm), norm
 
 
 def clip_gradients(gradients):
