@@ -55,7 +55,8 @@ def child(args):
     pretrainer = Pretrainer(strategy, BertConfig(**BERT_BASE), 1e-4, 10000, 100, use_xla=xla)
     dataset = tf.data.Dataset.from_tensors(example).repeat()
     iterator = distribution.per_replica_batches(strategy, dataset)
-    pretrainer._train_loop(iterator, tf.constant(1))  # compile and warm up
+    pretrainer._train_loop(iterator, tf.constant(1))  # compile
+    pretrainer._train_loop(iterator, tf.constant(args.warmup_steps - 1))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     pretrainer._train_loop(iterator, tf.constant(args.steps))
@@ -70,6 +71,9 @@ def child(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="timed steps per run")
+    parser.add_argument("--warmup_steps", type=int, default=3,
+                        help="untimed steps first: the first compiles, and the heap reaches its "
+                             "working set only by the third (what a long run's steps cost)")
     parser.add_argument("--batch", type=int, default=32, help="global batch")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--configs", default="fp32,bf16")
@@ -77,6 +81,8 @@ def main():
                         help=f"among {', '.join(PEER_CONFIGS)}; empty for none")
     parser.add_argument("--child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warmup_steps < 1:
+        parser.error(f"--warmup_steps={args.warmup_steps}: at least 1 (the compiling step)")
     if args.child:
         return child(args)
     names = [n for n in args.configs.split(",") if n]
@@ -86,7 +92,8 @@ def main():
     runs = {name: [] for name in names + peers}
     for round_index in range(args.repeats):
         for name in names + peers:
-            common = ["--steps", str(args.steps), "--batch", str(args.batch)]
+            common = ["--steps", str(args.steps), "--warmup_steps", str(args.warmup_steps),
+                      "--batch", str(args.batch)]
             command = ([str(PEER_PYTHON), str(ROOT / "benchmarks/peers/peer_pretraining.py"),
                         *common, *PEER_CONFIGS[name]] if name in PEER_CONFIGS
                        else [sys.executable, __file__, "--child", name, *common])

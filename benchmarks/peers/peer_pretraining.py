@@ -41,7 +41,8 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=5, help="timed steps, after one warm-up")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps")
+    parser.add_argument("--warmup_steps", type=int, default=3, help="untimed steps first")
     parser.add_argument("--autocast", choices=["none", "bfloat16"], default="none",
                         help="torch.autocast on the CPU (the peer's mixed precision)")
     parser.add_argument("--torch_compile", action="store_true")
@@ -61,7 +62,8 @@ def main():
         return peer_training.optimizer_step(step_model, model, optimizer, batch,
                                             args.autocast).item()
 
-    step()  # warm-up (and compilation)
+    for _ in range(args.warmup_steps):  # compilation, and the heap's working set
+        step()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     for _ in range(args.steps):
