@@ -19,9 +19,11 @@ this CPU reaches on those shapes: the limit the step can approach by removing ev
 Last, a few steps under TensorFlow's profiler say where the time beside the matmuls goes.
 """
 import argparse
+import collections
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -153,18 +155,15 @@ CATEGORIES = (
 def op_times(function, steps):
     """Seconds per step of each category of CATEGORIES (and "other ops"), summed over the
     threads that ran them, from TensorFlow's profiler over `steps` calls of `function`."""
-    import collections
-    import glob
-    import tempfile
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
-    directory = tempfile.mkdtemp(prefix="step_profile_")
-    tf.profiler.experimental.start(directory)
-    for _ in range(steps):
-        function().numpy()
-    tf.profiler.experimental.stop()
     space = xplane_pb2.XSpace()
-    with open(glob.glob(f"{directory}/**/*.xplane.pb", recursive=True)[0], "rb") as file:
-        space.ParseFromString(file.read())
+    with tempfile.TemporaryDirectory(prefix="step_profile_") as directory:
+        tf.profiler.experimental.start(directory)
+        for _ in range(steps):
+            function().numpy()
+        tf.profiler.experimental.stop()
+        path = next(pathlib.Path(directory).rglob("*.xplane.pb"))
+        space.ParseFromString(path.read_bytes())
     totals = collections.Counter()
     for plane in space.planes:
         if not plane.name.startswith("/host:CPU"):

@@ -86,8 +86,11 @@ def _train_five_steps(refs):
             outputs = model(batch, training=True)
         gradients = tape.gradient(outputs["total_loss"], model.trainable_variables)
         learning_rate = optimizer.learning_rate  # read before apply increments the step
-        clipped, norm = optimization.clip_gradients(gradients)
-        optimizer.apply_gradients(zip(clipped, model.trainable_variables))
+        # Clipped as the trainer clips: the update applies the factor.
+        dense = [tf.convert_to_tensor(g) for g in gradients]
+        optimizer.gradient_scale, norm = optimization.clip_scale(dense)
+        optimizer.apply_gradients(zip(dense, model.trainable_variables))
+        optimizer.gradient_scale = None
         return outputs["total_loss"], outputs["masked_lm_loss"], norm, learning_rate
 
     log = [[float(x) for x in train_step(batch)] for _ in range(5)]

@@ -57,13 +57,8 @@ class BertModel(keras.Model):
         return self.embeddings.word_embeddings
 
     def call(self, inputs, training=False):
-        input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
-        layout = token_rows.AllPositions(input_mask)  # every position, as the original
-        embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
-                                         training=training)
-        encoder_rows, attention_probs = self.encoder(
-            embedding_rows, self._attention_adder(input_mask, embedding_rows.dtype),
-            layout=layout, training=training)
+        layout, embedding_rows, encoder_rows, attention_probs = self._encode(
+            inputs, token_rows.AllPositions, training)  # every position, as the original
         encoder_outputs = [layout.batch(rows) for rows in encoder_rows]
         sequence_output = encoder_outputs[-1]
         return {
@@ -91,13 +86,8 @@ class BertModel(keras.Model):
           float Tensor [B, P, H] at `positions`; without them [B, T, H], zeros at padding.
           `pooler` of a [B, P, H] whose first positions are 0 is the pooled output.
         """
-        input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
-        layout = token_rows.for_input_mask(input_mask)
-        embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
-                                         training=training)
-        encoder_rows, _ = self.encoder(
-            embedding_rows, self._attention_adder(input_mask, embedding_rows.dtype),
-            layout=layout, training=training, positions=positions)
+        layout, _, encoder_rows, _ = self._encode(inputs, token_rows.for_input_mask, training,
+                                                  positions)
         if positions is None:
             return layout.batch(encoder_rows[-1])
         return token_rows.AllPositions(positions).batch(encoder_rows[-1])
@@ -110,11 +100,24 @@ class BertModel(keras.Model):
         first = tf.zeros_like(inputs["input_ids"][:, :1], tf.int32)  # [B, 1]
         return self.pooler(self.real_token_output(inputs, first, training=True))
 
-    @staticmethod
-    def _attention_adder(input_mask, dtype):
-        """float [B, 1, 1, T]: the same adder for every head and every query position."""
-        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], dtype)
-        return (1.0 - mask) * layers.ATTENTION_MASK_ADDER
+    def _encode(self, inputs, layout_for, training, positions=None):
+        """Embeddings and layers over the rows of `layout_for(input_mask)`.
+
+        Returns:
+          (layout, embedding rows [n, H], every layer's output rows, their attention
+          probabilities); see `layers.Encoder` for `positions`.
+        """
+        input_ids, input_mask, token_type_ids = self._check_inputs(inputs)
+        layout = layout_for(input_mask)
+        embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
+                                         training=training)
+        # [B, 1, 1, T]: the same adder for every head and every query position.
+        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], embedding_rows.dtype)
+        attention_adder = (1.0 - mask) * layers.ATTENTION_MASK_ADDER
+        encoder_rows, attention_probs = self.encoder(
+            embedding_rows, attention_adder, layout=layout, training=training,
+            positions=positions)
+        return layout, embedding_rows, encoder_rows, attention_probs
 
     def _check_inputs(self, inputs):
         """Validates ranks, lengths and id ranges; fills in the optional inputs.
