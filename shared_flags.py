@@ -6,7 +6,7 @@ with `options_from_flags()` or `fine_tuning_options()`. No flag is read inside t
 """
 from absl import flags
 
-from modeling.training import distribution, options
+from modeling.training import compilation_cache, distribution, options
 from modeling.training.fine_tuning import FineTuningOptions
 
 FLAGS = flags.FLAGS
@@ -51,6 +51,10 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
                        "rate, examples/s, elapsed, ETA) this often, whatever "
                        "--iterations_per_loop; and that of evaluation and prediction "
                        "(examples, examples/s, ETA) when they take longer.")
+    flags.DEFINE_string("xla_cache_dir", compilation_cache.default_directory(),
+                        "Keep what XLA compiles for training here (a directory per TensorFlow "
+                        "version and CPU), so that later runs on this machine skip it. Empty: "
+                        "no cache.")
     flags.mark_flag_as_required("output_dir")
 
 

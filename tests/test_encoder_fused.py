@@ -26,8 +26,9 @@ def keras_layer_norm(gamma, beta, epsilon, dtype):
     return norm
 
 
-def reference(norm, x, residual, keep, scale):
+def reference(norm, x, bias, residual, keep, scale):
     """What the inference path computes: Keras' LayerNormalization of the dropped sum."""
+    x = x + bias
     dropped = tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
     return norm(dropped + residual)
 
@@ -37,6 +38,7 @@ def test_dropout_add_layer_norm_gives_keras_values_and_gradients(dtype, toleranc
     rng = np.random.default_rng(7)
     rows, hidden = 300, 37
     x, residual = (tf.constant(rng.normal(size=(rows, hidden)), dtype) for _ in range(2))
+    bias = tf.constant(rng.normal(size=hidden), dtype)
     keep = tf.constant(rng.random((rows, hidden)) > 0.1)
     gamma = tf.constant(rng.normal(size=hidden), tf.float32)
     beta = tf.constant(rng.normal(size=hidden), tf.float32)
@@ -46,15 +48,16 @@ def test_dropout_add_layer_norm_gives_keras_values_and_gradients(dtype, toleranc
     results = []
     for fused_form in (False, True):
         with tf.GradientTape() as tape:
-            tape.watch([x, residual, gamma, beta])
+            tape.watch([x, bias, residual, gamma, beta])
             if fused_form:
-                output = fused.dropout_add_layer_norm(x, residual, keep, 1 / 0.9, gamma, beta,
-                                                      1e-12)
+                output = fused.dropout_add_layer_norm(x, bias, residual, keep, 1 / 0.9, gamma,
+                                                      beta, 1e-12)
                 weights = [gamma, beta]
             else:
-                output = reference(norm, x, residual, keep, 1 / 0.9)
+                output = reference(norm, x, bias, residual, keep, 1 / 0.9)
                 weights = [norm.gamma, norm.beta]
-        gradients = tape.gradient(output, [x, residual] + weights, output_gradients=upstream)
+        gradients = tape.gradient(output, [x, bias, residual] + weights,
+                                  output_gradients=upstream)
         results.append([tf.cast(t, tf.float32).numpy() for t in [output] + gradients])
     assert results[1][0].dtype == np.float32 and results[0][0].shape == (rows, hidden)
     for expected, actual in zip(*results):
@@ -62,6 +65,9 @@ def test_dropout_add_layer_norm_gives_keras_values_and_gradients(dtype, toleranc
         np.testing.assert_allclose(actual, expected, atol=tolerance * scale, rtol=0)
     dropped = ~keep.numpy()
     assert not np.any(results[1][1][dropped])  # no gradient reaches a dropped value
+    # The bias's gradient is x's summed over rows.
+    np.testing.assert_allclose(results[1][2], results[1][1].sum(axis=0), rtol=tolerance,
+                               atol=tolerance * np.abs(results[1][1]).sum(axis=0).max())
 
 
 def test_without_a_mask_nothing_is_dropped():
@@ -69,7 +75,7 @@ def test_without_a_mask_nothing_is_dropped():
     residual = tf.random.normal([3, 8])
     ones, zeros = tf.ones([8]), tf.zeros([8])
     np.testing.assert_allclose(
-        fused.dropout_add_layer_norm(x, residual, None, 1.0, ones, zeros, 1e-12).numpy(),
-        reference(keras_layer_norm(ones, zeros, 1e-12, "float32"), x, residual,
+        fused.dropout_add_layer_norm(x, zeros, residual, None, 1.0, ones, zeros, 1e-12).numpy(),
+        reference(keras_layer_norm(ones, zeros, 1e-12, "float32"), x, zeros, residual,
                   tf.ones_like(x, tf.bool), 1.0).numpy(),
         atol=1e-5)

@@ -32,30 +32,35 @@ def test_gelu_exact_is_the_erf_form_and_layer_norm_eps_comes_from_the_config(tin
 
 @pytest.mark.parametrize("name", ["gelu", "gelu_exact"])
 def test_training_gelus_give_the_formulas_values_and_gradients(name):
-    """The training forms keep only x for the backward pass and run compiled by XLA; their
-    values are the function's own to 2 units in the last place (XLA's erf and tanh round
-    otherwise than Eigen's) and their gradients its derivative: within 1e-8 of differentiating
-    the formula in float64 (TensorFlow rounds some of the formula's constants), and within 5e-7
-    of that in float32 (differentiating the tanh form itself there is off by up to 4.1e-6; this
-    by 1.9e-7).
+    """The training forms, of (x, bias), run compiled by XLA, the derivative computed beside
+    the value; their values are the function's own to 2 units in the last place (XLA's erf and
+    tanh round otherwise than Eigen's) and their gradients its derivative: within 1e-8 of
+    differentiating the formula in float64 (TensorFlow rounds some of the formula's constants),
+    and within 5e-7 of that in float32 (differentiating the tanh form itself there is off by up
+    to 4.1e-6). The bias's gradient is x's summed over rows.
     """
     plain = layers.get_activation(name)
     lean = {"gelu": layers.gelu_for_training, "gelu_exact": layers.gelu_exact_for_training}[name]
 
-    def values_and_gradients(function, dtype):
-        x = tf.constant(np.linspace(-8, 8, 4001), dtype)
+    def values_and_gradients(function, dtype, with_bias):
+        x = tf.reshape(tf.constant(np.linspace(-8, 8, 4002), dtype), [-1, 2])
+        bias = tf.constant([0.0, 0.0], dtype)
         with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = function(x)
-        return y.numpy(), tape.gradient(y, x).numpy().astype("float64")
+            tape.watch([x, bias])
+            y = function(x, bias) if with_bias else function(x)
+        x_gradient, bias_gradient = tape.gradient(y, [x, bias])
+        if with_bias:
+            np.testing.assert_allclose(bias_gradient.numpy(), x_gradient.numpy().sum(axis=0),
+                                       rtol=1e-5)
+        return y.numpy(), x_gradient.numpy().astype("float64")
 
-    _, truth = values_and_gradients(plain, tf.float64)
+    _, truth = values_and_gradients(plain, tf.float64, with_bias=False)
     for dtype, atol in ((tf.float64, 1e-8), (tf.float32, 5e-7)):
-        y_lean, gradient = values_and_gradients(lean, dtype)
+        y_lean, gradient = values_and_gradients(lean, dtype, with_bias=True)
         eps = np.finfo(dtype.as_numpy_dtype).eps
         # The tanh form's far negative tail, 0.5 x (1 + tanh u) with tanh u next to -1, comes
         # out as -0 or as a few units of eps.
-        np.testing.assert_allclose(y_lean, values_and_gradients(plain, dtype)[0],
+        np.testing.assert_allclose(y_lean, values_and_gradients(plain, dtype, False)[0],
                                    rtol=2 * eps, atol=32 * eps)
         np.testing.assert_allclose(gradient, truth, rtol=0, atol=atol)
     model = BertModel(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,

@@ -47,40 +47,74 @@ class PaddedRows:
         return tensor[:self.rows]
 
 
-def keeping_only_the_input(function, derivative):
-    """`function` (element-wise) whose backward pass keeps only its input x, both passes
-    compiled; `derivative(x, upstream)` is upstream * function'(x).
+def column_sums(rows):
+    """float32 [u]: the sums over the rows of a padded [n, u] Tensor, inside a compiled pass.
 
-    Differentiating the formula keeps its intermediate [rows, I] tensors for the backward pass
-    instead, three of them: about 50 MB a layer at MiniLM's batch 32 x 128, 311 MB of a
-    training step's peak memory (benchmarks/README.md).
+    Summed as [n / ROW_MULTIPLE, ROW_MULTIPLE, u] over both leading axes: XLA vectorizes that
+    form along u, where the plain sum over axis 0 took as long as the rest of the pass.
     """
-    forward, backward = compiled(function), compiled(derivative)
+    width = rows.shape[-1]
+    return tf.reduce_sum(tf.reshape(tf.cast(rows, tf.float32), [-1, ROW_MULTIPLE, width]), [0, 1])
+
+
+def widened(tensor):
+    """bfloat16 and float16 as float32, in which a compiled pass computes (XLA's bfloat16
+    arithmetic converts each operation's result back; one conversion at each end is faster)."""
+    return tf.cast(tensor, tf.float32) if tensor.dtype.size < 4 else tensor
+
+
+def activation_with_bias(function, derivative):
+    """`function(x + bias)` (element-wise, after a matmul) for training, compiled; its forward
+    pass computes `derivative(z)`, function'(z), beside the value, and keeps that (in x's dtype)
+    for the backward pass, which only multiplies it by the upstream gradient.
+
+    One pass computes z's erf (or tanh) for both, where a backward pass of its own computed it
+    again: that pass took as long as the forward one (benchmarks/README.md). Differentiating
+    the formula would keep three [rows, I] temporaries instead of one: about 50 MB a layer at
+    MiniLM's batch 32 x 128. The bias is added here too, so that its gradient, the sum over rows
+    of z's, is summed in the backward pass, not by TensorFlow's BiasAddGrad, a bfloat16
+    reduction it does not vectorize (7% of a MiniLM step).
+
+    The result takes x [n, u] and bias [u] of x's dtype.
+    """
+    def forward_fn(x, bias):
+        z = widened(x) + widened(bias)
+        return tf.cast(function(z), x.dtype), tf.cast(derivative(z), x.dtype)
+
+    def backward_fn(factor, upstream):
+        gradient = widened(upstream) * widened(factor)
+        return tf.cast(gradient, upstream.dtype), column_sums(gradient)
+
+    forward, backward = compiled(forward_fn), compiled(backward_fn)
     name = function.__name__  # the passes' name scope: a profile tells them apart
 
     @tf.custom_gradient
-    def function_for_training(x):
+    def function_for_training(x, bias):
         with tf.name_scope(name):
             rows = PaddedRows(x)
-            padded = rows.pad(x)
-            output = rows.cut(forward(padded))
+            output, factor = forward(rows.pad(x), bias)
 
         def gradient(upstream):
             with tf.name_scope(f"{name}_gradient"):
-                return rows.cut(backward(padded, rows.pad(upstream)))
-        return output, gradient
+                x_gradient, bias_gradient = backward(factor, rows.pad(upstream))
+                return rows.cut(x_gradient), tf.cast(bias_gradient, bias.dtype)
+        return rows.cut(output), gradient
     return function_for_training
 
 
-def dropout_add_layer_norm(x, residual, keep, scale, gamma, beta, epsilon):
-    """LayerNorm(dropout(x) + residual) with the dropout's mask given, in two compiled passes
-    (forward, backward) where TensorFlow would take about thirty.
+def dropout_add_layer_norm(x, bias, residual, keep, scale, gamma, beta, epsilon):
+    """LayerNorm(dropout(x + bias) + residual) with the dropout's mask given, in two compiled
+    passes (forward, backward) where TensorFlow would take about thirty.
 
-    The sum is formed in x's dtype and normalized in float32, as Keras' LayerNormalization
-    normalizes a bfloat16 input; the backward pass recomputes the statistics from the sum.
+    The sum is formed and normalized in float32 (Keras' LayerNormalization forms a bfloat16
+    sum, then normalizes it in float32). The forward pass keeps the normalized sum (in x's
+    dtype) and 1/std for the backward pass, which so reads no statistics again. The bias's
+    gradient, like gamma's and beta's, is summed over rows in the backward pass (see
+    `activation_with_bias`).
 
     Args:
       x, residual: float Tensors [n, H] of the compute dtype.
+      bias: float Tensor [H] of x's dtype.
       keep: bool Tensor [n, H], where dropout keeps x; None keeps all of it.
       scale: float, what the kept values are multiplied by.
       gamma, beta: float32 Tensors [H].
@@ -91,54 +125,49 @@ def dropout_add_layer_norm(x, residual, keep, scale, gamma, beta, epsilon):
     """
     if keep is None:
         keep, scale = tf.ones_like(x, tf.bool), 1.0
-    return _dropout_add_layer_norm(float(scale), float(epsilon))(x, residual, keep, gamma, beta)
+    return _dropout_add_layer_norm(float(scale), float(epsilon))(x, bias, residual, keep, gamma,
+                                                                 beta)
 
 
 @functools.lru_cache(maxsize=None)
 def _dropout_add_layer_norm(scale, epsilon):
     """The custom-gradient function for one scale and epsilon, shared by every layer."""
 
-    def statistics(total):
-        total = tf.cast(total, tf.float32)
+    def forward_fn(x, bias, residual, keep, gamma, beta):
+        total = tf.where(keep, (widened(x) + widened(bias)) * scale, 0.0) + widened(residual)
         mean = tf.reduce_mean(total, axis=-1, keepdims=True)
         centered = total - mean
         inverse = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-                                + epsilon)
-        return centered * inverse, inverse  # normalized [n, H], 1/std [n, 1]
+                                + epsilon)  # 1/std [n, 1]
+        normalized = centered * inverse
+        return tf.cast(normalized * gamma + beta, x.dtype), tf.cast(normalized, x.dtype), inverse
 
-    def forward_fn(x, residual, keep, gamma, beta):
-        total = tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x)) + residual
-        normalized, _ = statistics(total)
-        return tf.cast(normalized * gamma + beta, x.dtype), total
-
-    def backward_fn(upstream, total, keep, gamma):
-        normalized, inverse = statistics(total)
-        upstream32 = tf.cast(upstream, tf.float32)
-        gamma_gradient = tf.reduce_sum(upstream32 * normalized, axis=0)
-        beta_gradient = tf.reduce_sum(upstream32, axis=0)
+    def backward_fn(upstream, normalized, inverse, keep, gamma):
+        upstream32, normalized = widened(upstream), widened(normalized)
         scaled = upstream32 * gamma
         total_gradient = inverse * (
             scaled - tf.reduce_mean(scaled, axis=-1, keepdims=True)
             - normalized * tf.reduce_mean(scaled * normalized, axis=-1, keepdims=True))
-        residual_gradient = tf.cast(total_gradient, upstream.dtype)
-        x_gradient = tf.where(keep, residual_gradient * tf.cast(scale, upstream.dtype),
-                              tf.zeros_like(residual_gradient))
-        return x_gradient, residual_gradient, gamma_gradient, beta_gradient
+        x_gradient = tf.where(keep, total_gradient * scale, 0.0)
+        return (tf.cast(x_gradient, upstream.dtype), column_sums(x_gradient),
+                tf.cast(total_gradient, upstream.dtype), column_sums(upstream32 * normalized),
+                column_sums(upstream32))
 
     forward, backward = compiled(forward_fn), compiled(backward_fn)
 
     @tf.custom_gradient
-    def function(x, residual, keep, gamma, beta):
+    def function(x, bias, residual, keep, gamma, beta):
         with tf.name_scope("dropout_add_layer_norm"):
             rows = PaddedRows(x)
             keep = rows.pad(keep)
-            output, total = forward(rows.pad(x), rows.pad(residual), keep, gamma, beta)
+            output, normalized, inverse = forward(rows.pad(x), bias, rows.pad(residual), keep,
+                                                  gamma, beta)
 
         def gradient(upstream):
             with tf.name_scope("dropout_add_layer_norm_gradient"):
-                x_gradient, residual_gradient, gamma_gradient, beta_gradient = backward(
-                    rows.pad(upstream), total, keep, gamma)
-                return (rows.cut(x_gradient), rows.cut(residual_gradient), None,
-                        gamma_gradient, beta_gradient)
+                x_gradient, bias_gradient, residual_gradient, gamma_gradient, beta_gradient = (
+                    backward(rows.pad(upstream), normalized, inverse, keep, gamma))
+                return (rows.cut(x_gradient), tf.cast(bias_gradient, bias.dtype),
+                        rows.cut(residual_gradient), None, gamma_gradient, beta_gradient)
         return rows.cut(output), gradient
     return function

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from modeling import files
-from modeling.training import distribution
+from modeling.training import compilation_cache, distribution
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
@@ -42,6 +42,7 @@ class TrainingOptions:
     num_tpu_cores: int = 8
     allow_untrained: bool = False
     progress_seconds: float = 30.0
+    xla_cache_dir: str = dataclasses.field(default_factory=compilation_cache.default_directory)
 
     POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
                 "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps",
@@ -90,6 +91,7 @@ class TrainingOptions:
         collectives are set up at start-up), with their precision set for later models."""
         import tensorflow as tf  # not for option checks alone
         from modeling.training import trainer
+        compilation_cache.enable(self.xla_cache_dir)  # before anything is compiled
         chosen = distribution.get_strategy(
             "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
             self.tpu_zone, self.gcp_project, self.master)

@@ -1,0 +1,176 @@
+"""Keeps what XLA compiles for a training run on disk, for the next run on this machine.
+
+A training step's fused passes (`modeling.encoder.fused`, the optimizer's update) are compiled
+by XLA once for each row count a run reaches: about 50 compilations in a MiniLM fine-tuning
+run on MRPC, 11 s of its 134 s of training on a 2-core CPU (benchmarks/README.md). TensorFlow
+can keep each compiled program in a directory and load it when the same program comes again;
+a second run, with other seeds or learning rates, then compiles almost nothing.
+
+TensorFlow's cache is fragile to share, so no process writes into the shared one directly:
+- TensorFlow writes an entry in place, not through a temporary file, and fails the run that
+  reads a partial one ("Read less bytes than requested"): a run killed while writing, or two
+  runs at once, would break every later run. Each process gets a private copy of the shared
+  entries, checked whole, and its new entries join the shared directory at exit, each by an
+  atomic rename. The private copies live in the shared directory's `.runs`, named by host and
+  process, so that a killed run's copy is removed by the next run on that host.
+- The entries are machine code for this CPU: the shared directory is one per TensorFlow version
+  and CPU (model and feature flags), so that a home directory shared between machines never
+  hands one the other's code.
+"""
+import atexit
+import hashlib
+import os
+import platform
+import shutil
+import tempfile
+
+from absl import logging
+
+FLAG = "--tf_xla_persistent_cache_directory"
+SUFFIX = ".pb"
+RUNS = ".runs"  # the private copies of the processes using the cache
+
+
+def default_directory():
+    """$XDG_CACHE_HOME (else ~/.cache)/bert_tf2/xla."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "bert_tf2", "xla")
+
+
+def machine_key():
+    """A short name for this TensorFlow build and this CPU (model name and feature flags)."""
+    import tensorflow as tf
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            cpu += "".join(sorted({line for line in info
+                                   if line.startswith(("model name", "flags", "Features"))}))
+    except OSError:
+        cpu += platform.processor()
+    return f"tf{tf.__version__}-{hashlib.sha256(cpu.encode()).hexdigest()[:16]}"
+
+
+def enable(directory):
+    """Makes XLA load and keep compiled programs in `directory` (a subdirectory per machine).
+
+    Call before the process's first XLA compilation: TensorFlow reads the setting then. Does
+    nothing when `directory` is empty or TF_XLA_FLAGS already names a cache (the user's own);
+    a directory that cannot be made logs a warning, and the run compiles as without a cache.
+
+    Returns:
+      The shared directory in use, or None.
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if not directory or FLAG in flags:
+        return None
+    shared = os.path.join(directory, machine_key())
+    runs = os.path.join(shared, RUNS)
+    try:
+        os.makedirs(runs, exist_ok=True)
+        _remove_dead_runs(runs)
+        private = tempfile.mkdtemp(prefix=f"{_host()}-{os.getpid()}-", dir=runs)
+    except OSError as error:
+        logging.warning("--xla_cache_dir: cannot use %s (%s); compiling without a cache",
+                        shared, error.strerror or error)
+        return None
+    known = set()
+    for name in _entries(shared):
+        if _is_whole_message(os.path.join(shared, name)):
+            shutil.copyfile(os.path.join(shared, name), os.path.join(private, name))
+            known.add(name)
+    atexit.register(publish, private, shared, known)
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {FLAG}={private}".strip()
+    return shared
+
+
+def publish(private, shared, known=()):
+    """Moves the entries this process compiled from `private` into `shared`, each written to a
+    temporary file there first and renamed, then removes `private`. Errors are logged: a cache
+    that cannot be written costs the next run its compilation, not this run its results."""
+    try:
+        for name in sorted(set(_entries(private)) - set(known)):
+            temporary = None
+            try:
+                with tempfile.NamedTemporaryFile(dir=shared, prefix=".", suffix=".tmp",
+                                                 delete=False) as target, \
+                        open(os.path.join(private, name), "rb") as source:
+                    temporary = target.name
+                    shutil.copyfileobj(source, target)
+                os.replace(temporary, os.path.join(shared, name))
+            except OSError as error:
+                logging.warning("--xla_cache_dir: cannot keep %s in %s (%s)", name, shared,
+                                error.strerror or error)
+                if temporary and os.path.exists(temporary):
+                    os.remove(temporary)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _host():
+    return platform.node().replace("-", "_") or "host"
+
+
+def _remove_dead_runs(runs):
+    """Removes the private copies that processes of this host no longer running left."""
+    for name in os.listdir(runs):
+        host, _, rest = name.partition("-")
+        pid = rest.partition("-")[0]
+        if host != _host() or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(runs, name), ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
+def _entries(directory):
+    try:
+        return [name for name in os.listdir(directory)
+                if name.endswith(SUFFIX) and not name.startswith(".")]
+    except OSError:
+        return []
+
+
+def _is_whole_message(path):
+    """Whether the file parses as protocol-buffer fields that end exactly at its end: a
+    truncated entry, which TensorFlow would fail the run on, does not."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError:
+        return False
+    position, end = 0, len(data)
+
+    def varint():
+        nonlocal position
+        value, shift = 0, 0
+        while position < end and shift < 64:
+            byte = data[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+        raise ValueError("truncated varint")
+
+    try:
+        while position < end:
+            wire_type = varint() & 7
+            if wire_type == 0:
+                varint()
+            elif wire_type == 1:
+                position += 8
+            elif wire_type == 2:
+                length = varint()  # read before `position` is: varint() moves it
+                position += length
+            elif wire_type == 5:
+                position += 4
+            else:
+                return False
+            if position > end:
+                return False
+    except ValueError:
+        return False
+    return end > 0

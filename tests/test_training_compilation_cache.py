@@ -1,0 +1,85 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+from modeling.training import compilation_cache
+
+WHOLE = b"\x0a\x03abc\x10\x07"  # field 1: "abc", field 2: 7
+CUT = WHOLE[:4]  # field 1 says 3 bytes, 2 follow
+
+
+def test_whole_entries_are_copied_in_and_new_ones_published_by_rename(tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    root = tmp_path / "cache"
+    shared = root / compilation_cache.machine_key()
+    shared.mkdir(parents=True)
+    (shared / "whole.pb").write_bytes(WHOLE)
+    (shared / "cut.pb").write_bytes(CUT)
+    (shared / ".half_written.tmp").write_bytes(CUT)
+    runs = shared / compilation_cache.RUNS
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    (runs / f"{compilation_cache._host()}-{dead.pid}-abc").mkdir(parents=True)  # killed
+    (runs / f"{compilation_cache._host()}-{os.getpid()}-abc").mkdir()  # running
+    (runs / f"otherhost-{dead.pid}-abc").mkdir()  # not this host's to judge
+
+    assert compilation_cache.enable(str(root)) == str(shared)
+    flag, private = os.environ["TF_XLA_FLAGS"].split("=")
+    assert flag == compilation_cache.FLAG and os.path.dirname(private) == str(runs)
+    assert sorted(os.listdir(private)) == ["whole.pb"]  # the cut one would fail the run
+    assert sorted(os.listdir(runs)) == sorted([f"{compilation_cache._host()}-{os.getpid()}-abc",
+                                               f"otherhost-{dead.pid}-abc",
+                                               os.path.basename(private)])
+
+    (tmp_path / "new.pb").write_bytes(WHOLE)
+    os.rename(tmp_path / "new.pb", os.path.join(private, "new.pb"))
+    compilation_cache.publish(private, str(shared), {"whole.pb"})
+    assert sorted(os.listdir(shared)) == [".half_written.tmp", ".runs", "cut.pb", "new.pb",
+                                          "whole.pb"]
+    assert (shared / "new.pb").read_bytes() == WHOLE
+    assert not os.path.exists(private)
+
+
+def test_a_cache_the_user_set_and_an_empty_directory_change_nothing(tmp_path, monkeypatch):
+    own = f"{compilation_cache.FLAG}={tmp_path}"
+    monkeypatch.setenv("TF_XLA_FLAGS", own)
+    assert compilation_cache.enable(str(tmp_path / "ours")) is None
+    assert os.environ["TF_XLA_FLAGS"] == own and not (tmp_path / "ours").exists()
+    monkeypatch.delenv("TF_XLA_FLAGS")
+    assert compilation_cache.enable("") is None and "TF_XLA_FLAGS" not in os.environ
+
+
+def test_a_later_process_loads_the_entries_and_survives_a_truncated_one(tmp_path):
+    """What TensorFlow does with the cache itself: the first process's compiled program is
+    kept; a truncated entry, which TensorFlow fails a run on, is left out and compiled anew."""
+    child = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.getcwd()!r})
+        from modeling.training import compilation_cache
+        import tensorflow as tf
+        compilation_cache.enable({str(tmp_path)!r})
+        double = tf.function(lambda x: 2.0 * x + 1.0, jit_compile=True)
+        print(double(tf.ones([3])).numpy().tolist())
+    """)
+    env = {key: value for key, value in os.environ.items() if key != "TF_XLA_FLAGS"}
+
+    def run():
+        result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                                env=env, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip().endswith("[3.0, 3.0, 3.0]")
+
+    run()
+    (shared,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    entries = sorted(shared.glob("*.pb"))
+    assert not os.listdir(shared / compilation_cache.RUNS)  # the private copy is gone
+    assert entries and all(compilation_cache._is_whole_message(str(e)) for e in entries)
+    whole = entries[0].read_bytes()
+    entries[0].write_bytes(whole[:len(whole) // 2])
+    assert not compilation_cache._is_whole_message(str(entries[0]))
+    run()
+    # Compiled again and published whole (the machine code's bytes vary from one compilation
+    # to the next).
+    assert compilation_cache._is_whole_message(str(entries[0]))
+    assert sorted(shared.glob("*.pb")) == entries and not list(shared.glob(".*.tmp"))
