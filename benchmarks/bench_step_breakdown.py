@@ -142,8 +142,9 @@ CATEGORIES = (
     ("dropout + residual + LayerNorm and derivative (compiled; padding rows included)",
      lambda name, kind: "dropout_add_layer_norm" in name),
     ("dropout masks", lambda name, kind: "dropout" in name),
-    ("token rows: gathers and scatters", lambda name, kind: kind in (
-        "GatherNd", "ScatterNd", "Where", "Cumsum")),
+    ("token rows: gathers", lambda name, kind: kind in (
+        "GatherNd", "ScatterNd", "Where", "Cumsum")
+        or (kind in ("GatherV2", "ConcatV2") and "embeddings" not in name)),
     ("attention: softmax, scale, mask, transposes", lambda name, kind: "attention" in name
         and "self" in name),
     ("bias gradients", lambda name, kind: kind == "BiasAddGrad"),

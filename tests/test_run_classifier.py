@@ -2,6 +2,7 @@
 a process that has only TensorFlow and tensorflow-text."""
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -93,8 +94,17 @@ def trained(tmp_path_factory):
     data, config = write_mrpc(root / "data"), write_config(root / "config.json")
     process = run_script("run_classifier.py", *classifier_flags(
         data, config, root / "out", "--do_train", "--do_eval", "--do_predict",
-        f"--export_dir={root / 'serving'}", "--progress_seconds=1e-9"))
+        f"--export_dir={root / 'serving'}", "--progress_seconds=1e-9",
+        f"--xla_cache_dir={root / 'xla_cache'}"))
     return root, process
+
+
+def test_training_keeps_its_xla_compilations_for_the_next_run(trained):
+    root, _ = trained
+    (machine,) = (root / "xla_cache").iterdir()
+    entries = list(machine.glob("*.pb"))  # the fused passes, the update: one per shape
+    assert len(entries) >= 4
+    assert not os.listdir(machine / ".runs")  # the run's private copy is gone
 
 
 def test_train_eval_predict_write_the_original_outputs(trained):

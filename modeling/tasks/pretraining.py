@@ -13,7 +13,8 @@ from modeling import files, heads
 from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
 from modeling.models.pretraining import BertPretrainer
-from modeling.training import distribution, fine_tuning, input_pipeline, output_lock
+from modeling.training import (compilation_cache, distribution, fine_tuning, input_pipeline,
+                               output_lock)
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
                                        check_max_seq_length, refuse_untrained,
                                        require_non_negative)
@@ -250,6 +251,7 @@ def run(options):
     checkpoints, summaries and eval_results.txt in output_dir; after training, the
     original-format checkpoint and its config in output_dir/export/."""
     options.check()
+    compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
     config = BertConfig.from_json_file(options.bert_config_file)
     check_max_seq_length(options.max_seq_length, config, options.bert_config_file)
     strategy = options.strategy()  # first of all TensorFlow work

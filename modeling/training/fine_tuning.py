@@ -17,7 +17,7 @@ from absl import logging
 from modeling import export, files
 from modeling.encoder.config import BertConfig
 from modeling.text import tokenization
-from modeling.training import distribution, output_lock
+from modeling.training import compilation_cache, distribution, output_lock
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
                                        check_max_seq_length, check_vocabulary,
                                        refuse_untrained, require_positive)
@@ -211,6 +211,7 @@ def run(task, options):
         before training starts wherever it can be known then.
     """
     options.check()
+    compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
     config = BertConfig.from_json_file(options.bert_config_file)
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
     check(task, options, config, tokenizer)

@@ -91,7 +91,6 @@ class TrainingOptions:
         collectives are set up at start-up), with their precision set for later models."""
         import tensorflow as tf  # not for option checks alone
         from modeling.training import trainer
-        compilation_cache.enable(self.xla_cache_dir)  # before anything is compiled
         chosen = distribution.get_strategy(
             "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
             self.tpu_zone, self.gcp_project, self.master)
