@@ -1,15 +1,20 @@
-"""The Adam update fused by XLA against the same formula run op by op, paired in one process.
+"""The Adam update compiled by XLA, assigning in place, against the same formula compiled but
+assigned after the compiled pass, and run op by op, in one process.
 
   python benchmarks/bench_adam_update.py                  # MiniLM shapes, 32 x 64, 8 rounds
   python benchmarks/bench_adam_update.py --seq_length=128 --rounds=6
 
-Two identical MiniLM classifiers (22.7M weights, random), one trained by the library's
-`AdamWeightDecay` (each large variable's update one XLA-compiled pass), the other by a subclass
-that runs the same formula one TensorFlow operation at a time for every variable, as the library
-did before 897968a.
+Three identical MiniLM classifiers (22.7M weights, random), trained by:
+- the library's `AdamWeightDecay`: each large variable's weights and slots computed and assigned
+  by one XLA-compiled call (XLA writes into the variables' buffers), the small ones by one call
+  together;
+- a subclass whose compiled calls return the new values, assigned after each call (the library
+  before this benchmark's third column: a new buffer for every result at every step);
+- a subclass that runs the same formula one TensorFlow operation at a time for every variable,
+  as the library did before 897968a.
 Each round times one training step (forward, backward, clip, update) and three bare updates of
-each, alternating, so that the machine's drift hits both alike. Prints medians and the median of
-the rounds' step-time ratios, and the float32 matmul peak measured in the same run.
+each, alternating, so that the machine's drift hits all alike. Prints medians, the median of the
+rounds' step-time ratios to the library's, and the float32 matmul peak measured in the same run.
 """
 import argparse
 import pathlib
@@ -32,9 +37,28 @@ MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
               intermediate_size=1536, hidden_act="gelu_exact")
 
 
+def _assign_after(new_values):
+    """An `_assign_new_values` that assigns what `new_values` (the formula) returns."""
+    def assign_new_values(self, slots, gradients, learning_rate, step, decays, scale,
+                          condition):
+        for variables, gradient, decay in zip(slots, gradients, decays):
+            new = new_values(self, *(v.read_value() for v in variables), gradient,
+                             learning_rate, step, decay, scale)
+            for variable, value in zip(variables, new):
+                variable.assign(value)
+        return step
+    return assign_new_values
+
+
+class AssignedAfterAdamWeightDecay(optimization.AdamWeightDecay):
+    """The formula compiled, its results assigned outside the compiled call."""
+    _assign_new_values = _assign_after(
+        tf.function(optimization.AdamWeightDecay._new_values, jit_compile=True))
+
+
 class OpByOpAdamWeightDecay(optimization.AdamWeightDecay):
-    """The reference: the library's own formula, run op by op for every variable."""
-    _fused_new_values = optimization.AdamWeightDecay._new_values
+    """The library's own formula, run op by op for every variable."""
+    _assign_new_values = _assign_after(optimization.AdamWeightDecay._new_values)
 
 
 def compiled_steps(optimizer_class, batch):
@@ -89,7 +113,8 @@ def main():
     batch = {"input_ids": tf.constant(rng.integers(1000, 30000, shape), tf.int32),
              "input_mask": tf.ones(shape, tf.int32), "token_type_ids": tf.zeros(shape, tf.int32),
              "label_ids": tf.constant(rng.integers(0, 2, shape[:1]), tf.int32)}
-    jobs = {"fused (XLA)": compiled_steps(optimization.AdamWeightDecay, batch),
+    jobs = {"in place": compiled_steps(optimization.AdamWeightDecay, batch),
+            "assigned after": compiled_steps(AssignedAfterAdamWeightDecay, batch),
             "op by op": compiled_steps(OpByOpAdamWeightDecay, batch)}
     peak_before = matmul_peak()
     steps = {name: [] for name in jobs}
@@ -98,15 +123,14 @@ def main():
         for name, (step, update, gradients) in jobs.items():
             steps[name].append(seconds(step, batch))
             updates[name].extend(seconds(update, gradients) for _ in range(3))
-    ratios = [fused / reference for fused, reference in zip(*steps.values())]
     print(f"MiniLM, batch {args.batch_size} x {args.seq_length}, {args.rounds} rounds; float32 "
           f"matmul peak {peak_before:.0f} GFLOP/s before, {matmul_peak():.0f} after")
-    print(f"{'update':<12} {'update ms':>10} {'step ms':>8}")
+    print(f"{'update':<15} {'update ms':>10} {'step ms':>8} {'step / in place (range)':>26}")
     for name in jobs:
-        print(f"{name:<12} {1000 * statistics.median(updates[name]):>10.0f} "
-              f"{1000 * statistics.median(steps[name]):>8.0f}")
-    print(f"step time, fused / op by op: {statistics.median(ratios):.3f} (median of the rounds; "
-          f"{min(ratios):.3f} to {max(ratios):.3f})")
+        ratios = [step / ours for step, ours in zip(steps[name], steps["in place"])]
+        print(f"{name:<15} {1000 * statistics.median(updates[name]):>10.0f} "
+              f"{1000 * statistics.median(steps[name]):>8.0f} "
+              f"{statistics.median(ratios):>9.3f} ({min(ratios):.3f} to {max(ratios):.3f})")
 
 
 if __name__ == "__main__":

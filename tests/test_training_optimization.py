@@ -197,49 +197,52 @@ def _traced_update(optimizer_class, shapes):
     return optimizer, variables, gradients, update, graph
 
 
-@pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
-def test_compiled_updates_run_one_variable_after_another(optimizer_class):
-    """Each variable's assignments wait for the previous variable's, so the executor never
-    holds several variables' temporaries at once (240 MB of peak memory on MiniLM)."""
-    shapes = [(4, 3), (optimization.FUSED_SIZE + 1,), (3,), (5, 2)]  # fused and op by op
-    optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
-    outside = {id(inside): handle for handle, inside in graph.captures}
-    owner = {id(v.value.handle): v.path.split("/")[-1].split("_adam")[0]
-             for v in variables + list(optimizer.variables)}
-    groups = {v.name: [] for v in variables}  # each variable's assignments: itself, m and v
-    for op in graph.get_operations():
-        name = owner.get(id(outside.get(id(op.inputs[0])))) if op.inputs else None
-        if op.type == "AssignVariableOp" and name in groups:
-            groups[name].append(op)
-    groups = [groups[v.name] for v in variables]
-    assert [len(group) for group in groups] == [3] * len(variables)
-    for previous, group in zip(groups, groups[1:]):
-        for operation in group:
-            assert {op.name for op in previous} <= _ancestors(operation)
+def _compiled_calls(graph):
+    return [op for op in graph.get_operations()
+            if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+            and op.node_def.attr["_XlaMustCompile"].b]
 
+
+def _assigned(call):
+    """Names of the variables a compiled call assigns (its graph's AssignVariableOp inputs)."""
+    function = call.graph._functions[call.node_def.attr["f"].func.name]
+    handles = {id(inner): outer for outer, inner in zip(call.inputs, function.graph.inputs)}
+    return {handles[id(op.inputs[0])].name for op in function.graph.get_operations()
+            if op.type == "AssignVariableOp"}
+
+
+@pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
+def test_compiled_updates_run_one_after_another(optimizer_class):
+    """Each compiled update waits for the previous one, so the executor never holds several
+    variables' temporaries at once (240 MB of peak memory on MiniLM). Another trace does not
+    wait for operations of the first one's graph."""
+    shapes = [(4, 3), (optimization.FUSED_SIZE + 1,), (3,), (optimization.FUSED_SIZE, 2)]
+    optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
+    calls = _compiled_calls(graph)
+    assert len(calls) == 3  # the two large variables, then the small ones together
+    for previous, call in zip(calls, calls[1:]):
+        assert previous.name in _ancestors(call)
     update(gradients)
-    # Another trace must not wait for operations of the first one's graph.
     tf.function(lambda g: optimizer.apply_gradients(zip(g, variables)))(gradients)
     assert optimizer.iterations.numpy() == 2
 
 
 @pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
-def test_large_variables_are_updated_by_one_xla_compiled_call(optimizer_class):
-    """The formula's element-wise operations on a large variable are fused by XLA, not run one
-    by one: its new values come from one call XLA must compile, and nothing outside such calls
-    computes on a tensor of its size. Small variables are updated op by op, the same formula."""
+def test_updates_are_compiled_calls_that_assign_in_place(optimizer_class):
+    """The formula's element-wise operations are fused by XLA, not run one by one: each large
+    variable's weights and slots are computed and assigned inside a call XLA must compile (it
+    aliases what it assigns: no new buffer a step), and every small variable's inside one
+    call together; nothing outside such calls computes on the variables or assigns them."""
     large = optimization.FUSED_SIZE
     shapes = [(large // 64 + 3, 64), (5,), (large + 7,), (7, 4)]
     optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
-    compiled = [op for op in graph.get_operations()
-                if op.type in ("PartitionedCall", "StatefulPartitionedCall")
-                and op.node_def.attr["_XlaMustCompile"].b]
-    assert len(compiled) == 2
+    calls = _compiled_calls(graph)
+    assert [len(_assigned(call)) for call in calls] == [3, 3, 6]
     elementwise = {"Mul", "AddV2", "Sub", "RealDiv", "Sqrt", "Square", "Pow"}
-    computed = collections.Counter(op.outputs[0].shape.num_elements()
-                                   for op in graph.get_operations() if op.type in elementwise)
-    assert computed[int(np.prod(shapes[0]))] == computed[shapes[2][0]] == 0
-    assert computed[5] > 0 and computed[28] > 0
+    assert not [op for op in graph.get_operations()
+                if op.type in elementwise and op.outputs[0].shape.num_elements() != 1]
+    assert not [op for op in graph.get_operations()  # the step count is assigned outside
+                if op.type == "AssignVariableOp" and op.inputs[1].shape.num_elements() != 1]
     update(gradients)
     first_m = 0.1 * 0.5
     if optimizer_class is optimization.AdamWeightDecay:  # no bias correction

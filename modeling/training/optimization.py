@@ -5,6 +5,7 @@ Numbers that differ from Keras' AdamW: epsilon 1e-6, no bias correction, weight 
 the Adam update before the learning rate multiplies it, and the exclusion of
 `LayerNorm|layer_norm|bias` matched against the full variable path (Keras matches leaf names).
 """
+import collections
 import re
 
 import keras
@@ -12,10 +13,15 @@ import tensorflow as tf
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 CLIP_NORM = 1.0
-# Variables of at least this many elements are updated by one XLA-compiled pass. Smaller ones
-# (biases, LayerNorm) are updated op by op: their time is the operations' launch, not memory,
-# and each size fused would cost a compilation (about 0.1 s) in every process.
+# Variables of at least this many elements are updated by an XLA-compiled pass each. Smaller
+# ones (biases, LayerNorm) are updated all together by one compiled pass: op by op, their
+# update was a thousand operations a MiniLM step whose time was the launches, not the memory.
 FUSED_SIZE = 1 << 16
+
+
+def is_large(tensor):
+    size = tensor.shape.num_elements()
+    return size is None or size >= FUSED_SIZE
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -105,22 +111,62 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
 
     def update_step(self, gradient, variable, learning_rate):
+        self._update_together([(gradient, variable)], learning_rate)
+
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+        small = collections.defaultdict(list)  # device -> [(gradient, variable)]
+
+        def update(variable, gradient, learning_rate):
+            if is_large(variable):
+                return self.update_step(gradient, variable, learning_rate)
+            small[variable.device].append((gradient, variable))
+            return None
+
+        for gradient, variable in grads_and_vars:
+            distribution.extended.update(variable, update, args=(gradient, learning_rate),
+                                         group=False)
+        for device, pairs in small.items():
+            with tf.device(device):
+                self._update_together(pairs, learning_rate)
+
+    def _update_together(self, pairs, learning_rate):
+        """Updates the variables of (gradient, variable) pairs, and their slots, by one
+        compiled pass that assigns them in place."""
         with tf.control_dependencies(self._previous_assignments):
-            index = self._get_variable_index(variable)
-            m, v = self.adam_m[index], self.adam_v[index]
-            inputs = (variable, m, v, tf.convert_to_tensor(gradient))  # dense, as the original's
+            variables = [variable for _, variable in pairs]
+            indices = [self._get_variable_index(variable) for variable in variables]
+            dtype = variables[0].dtype
             scale = 1.0 if self.gradient_scale is None else self.gradient_scale
-            scalars = (tf.cast(learning_rate, variable.dtype),
-                       tf.cast(self.iterations + 1, variable.dtype), self.decays[index],
-                       tf.cast(scale, variable.dtype))
-            if variable.shape.num_elements() >= FUSED_SIZE:
-                # Flat, so that all sizes share one trace (XLA still compiles each size).
-                flat = [tf.reshape(tf.convert_to_tensor(x), [-1]) for x in inputs]
-                values = [tf.reshape(value, variable.shape)
-                          for value in self._fused_new_values(*flat, *scalars)]
-            else:
-                values = self._new_values(*inputs, *scalars)
-            self._commit(list(zip((variable, m, v), values)))
+            done = self._assign_new_values(
+                [(variable, _backend(self.adam_m[i]), _backend(self.adam_v[i]))
+                 for variable, i in zip(variables, indices)],
+                [tf.convert_to_tensor(gradient) for gradient, _ in pairs],  # dense, as the
+                tf.cast(learning_rate, dtype), tf.cast(self.iterations + 1, dtype),  # original's
+                tuple(self.decays[i] for i in indices), tf.cast(scale, dtype),
+                self.apply_condition)
+        self._previous_assignments = [done]
+
+    # Compiled, the formula's dozen element-wise operations become passes over memory that
+    # write only the results, and write them into the variables' own buffers (XLA aliases a
+    # variable it assigns). Returning the values instead, to be assigned after the call, gave
+    # every result a new buffer at every step: a MiniLM training step ran 5% slower
+    # (benchmarks/bench_adam_update.py). XLA contracts a·b + c into fused multiply-adds, which
+    # round once where the separate operations rounded twice.
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def _assign_new_values(self, slots, gradients, learning_rate, step, decays, scale,
+                           condition):
+        """Assigns each (weights, m, v) of `slots` its new values; where `condition` (a bool
+        tensor a training step may set, e.g. "the loss-scaled gradients are finite") is
+        False, every variable keeps its value, so a skipped step changes neither weights nor
+        slots."""
+        for variables, gradient, decay in zip(slots, gradients, decays):
+            old = [variable.read_value() for variable in variables]
+            new = self._new_values(*old, gradient, learning_rate, step, decay, scale)
+            for variable, value, previous in zip(variables, new, old):
+                if condition is not None:
+                    value = tf.where(condition, value, previous)
+                variable.assign(value)
+        return step
 
     def _new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale):
         """A variable's new weights, m and v, from its gradient times `scale` (the global-norm
@@ -130,12 +176,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
         update = self.direction(next_m, next_v, weights, decays, step)
         return weights - learning_rate * update, next_m, next_v
-
-    # XLA fuses the formula's dozen element-wise operations into one pass over memory that
-    # writes only the three results: an update of MiniLM's 22.7M weights takes 0.55 of the
-    # time of the operations run one by one. XLA contracts a·b + c into fused multiply-adds,
-    # which round once where the separate operations rounded twice.
-    _fused_new_values = tf.function(_new_values, jit_compile=True, reduce_retracing=True)
 
     def direction(self, next_m, next_v, weights, decays, step):
         """The step's update before the learning rate, from the new moments; `step` counts
@@ -151,18 +191,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             super()._backend_update_step(grads, trainable_variables, learning_rate)
         finally:
             self._previous_assignments = []
-
-    def _commit(self, assignments):
-        """Assigns (variable, new value) pairs; where `apply_condition` (a bool tensor a
-        training step may set, e.g. "the loss-scaled gradients are finite") is False, every
-        variable keeps its value, so a skipped step changes neither weights nor slots."""
-        operations = []
-        for variable, value in assignments:
-            if self.apply_condition is not None:
-                value = tf.where(self.apply_condition, value, variable)
-            target = variable.value if isinstance(variable, keras.Variable) else variable
-            operations.append(target.assign(tf.cast(value, target.dtype), read_value=False))
-        self._previous_assignments = [op for op in operations if op is not None]
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # summed and clipped by the caller
@@ -229,7 +257,13 @@ def clip_scale(gradients):
     Returns:
       (scale, global norm before clipping): float32 scalars.
     """
-    norm = tf.linalg.global_norm(gradients)
+    present = [g for g in gradients if g is not None]
+    # As tf.linalg.global_norm sums them, the small gradients' squares by one compiled pass.
+    halves = [tf.nn.l2_loss(g) for g in present if is_large(g)]
+    small = [g for g in present if not is_large(g)]
+    if small:
+        halves.append(_half_squared_norm(small))
+    norm = tf.sqrt(tf.add_n(halves) * 2.0)
     scale = CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / CLIP_NORM)
     return scale + (norm - norm), norm
 
@@ -247,3 +281,12 @@ def clip_gradients(gradients):
     dense = [None if g is None else tf.convert_to_tensor(g) for g in gradients]
     scale, norm = clip_scale(dense)
     return [None if g is None else g * scale for g in dense], norm
+
+
+def _backend(variable):
+    return variable.value if isinstance(variable, keras.Variable) else variable
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _half_squared_norm(tensors):
+    return tf.add_n([tf.reduce_sum(tf.square(t)) for t in tensors]) / 2.0
