@@ -5,7 +5,6 @@ Numbers that differ from Keras' AdamW: epsilon 1e-6, no bias correction, weight 
 the Adam update before the learning rate multiplies it, and the exclusion of
 `LayerNorm|layer_norm|bias` matched against the full variable path (Keras matches leaf names).
 """
-import collections
 import re
 
 import keras
@@ -114,20 +113,28 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self._update_together([(gradient, variable)], learning_rate)
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        small = collections.defaultdict(list)  # device -> [(gradient, variable)]
-
-        def update(variable, gradient, learning_rate):
-            if is_large(variable):
-                return self.update_step(gradient, variable, learning_rate)
-            small[variable.device].append((gradient, variable))
-            return None
-
+        small = []
         for gradient, variable in grads_and_vars:
-            distribution.extended.update(variable, update, args=(gradient, learning_rate),
+            if is_large(variable):
+                distribution.extended.update(variable, self._update_step_of,
+                                             args=(gradient, learning_rate), group=False)
+            else:
+                small.append((gradient, variable))
+        if small:
+            # On each replica's device, as the first small variable's update: the strategy
+            # hands the function that replica's gradients.
+            gradients, variables = zip(*small)
+            distribution.extended.update(variables[0], self._update_small,
+                                         args=(list(gradients), list(variables), learning_rate),
                                          group=False)
-        for device, pairs in small.items():
-            with tf.device(device):
-                self._update_together(pairs, learning_rate)
+
+    def _update_step_of(self, variable, gradient, learning_rate):
+        return self.update_step(gradient, variable, learning_rate)
+
+    def _update_small(self, first, gradients, variables, learning_rate):
+        self._update_together([(gradient, _beside(variable, first))
+                               for gradient, variable in zip(gradients, variables)],
+                              learning_rate)
 
     def _update_together(self, pairs, learning_rate):
         """Updates the variables of (gradient, variable) pairs, and their slots, by one
@@ -138,7 +145,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             dtype = variables[0].dtype
             scale = 1.0 if self.gradient_scale is None else self.gradient_scale
             done = self._assign_new_values(
-                [(variable, _backend(self.adam_m[i]), _backend(self.adam_v[i]))
+                [(variable, _beside(self.adam_m[i], variable), _beside(self.adam_v[i], variable))
                  for variable, i in zip(variables, indices)],
                 [tf.convert_to_tensor(gradient) for gradient, _ in pairs],  # dense, as the
                 tf.cast(learning_rate, dtype), tf.cast(self.iterations + 1, dtype),  # original's
@@ -283,8 +290,14 @@ def clip_gradients(gradients):
     return [None if g is None else g * scale for g in dense], norm
 
 
-def _backend(variable):
-    return variable.value if isinstance(variable, keras.Variable) else variable
+def _beside(slot, variable):
+    """The backend variable of `slot` on `variable`'s device: a mirrored variable's component
+    there (the update runs once per replica, each on its own copies)."""
+    slot = slot.value if isinstance(slot, keras.Variable) else slot
+    components = getattr(slot, "values", None)
+    if components is None:
+        return slot
+    return next(component for component in components if component.device == variable.device)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
