@@ -20,12 +20,13 @@ on request fixed_float32_malloc, fixed padding with tensors from malloc instead 
 pool (the README's setting for less memory). With --with_peer each seed's runs are
 followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch) with the
 peer venv's interpreter, on the same data, weights and protocol, in the configurations of
---peer_configs, by default: peer_grouped_bfloat16 (batch padding with the Trainer's
-group_by_length order, under torch.autocast bfloat16: the peer's best on a CPU with bfloat16
-instructions), peer_grouped (the same in float32, its best without them) and peer_dynamic
+--peer_configs, by default: peer_grouped_bfloat16_fused (batch padding with the Trainer's
+group_by_length order, under torch.autocast bfloat16, the update by torch's fused AdamW kernel:
+the peer's best on a CPU with bfloat16 instructions), peer_grouped_bfloat16 (the same with
+the update in torch ops), peer_grouped (float32, the update in torch ops) and peer_dynamic
 (batch padding, random batches: the peer's default); on request peer_padded (every sequence
-padded to 128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md). Each peer
-configuration gets a ratio column, the fastest measured first, marked "(best)".
+padded to 128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md).
+Each peer configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
 run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
@@ -77,6 +78,8 @@ PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_padded": ["--batching=padded"],
     "peer_grouped_compiled": ["--batching=grouped", "--torch_compile"],
     "peer_grouped_bfloat16": ["--batching=grouped", "--autocast=bfloat16"],
+    "peer_grouped_bfloat16_fused": ["--batching=grouped", "--autocast=bfloat16",
+                                    "--fused_optimizer"],
 }
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
@@ -119,7 +122,9 @@ def parse_args():
                              "lines dropped, as the peer counts them); 0: all 14041.")
     parser.add_argument("--with_peer", action="store_true",
                         help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
-    parser.add_argument("--peer_configs", default="peer_grouped_bfloat16,peer_grouped,peer_dynamic",
+    parser.add_argument("--peer_configs", default=",".join((
+                            "peer_grouped_bfloat16_fused", "peer_grouped_bfloat16", "peer_grouped",
+                            "peer_dynamic")),
                         help=f"Comma-separated, among {', '.join(PEER_CONFIGS)}.")
     parser.add_argument("--reference_seeds", default=None,
                         help="Comma-separated seeds on which fixed_float32 and the peer run "

@@ -68,6 +68,9 @@ def add_common_flags(parser, learning_rate, default_data_dir):
     parser.add_argument("--autocast", choices=["none", "bfloat16"], default="none",
                         help="Train under torch.autocast on the CPU (the peer's mixed "
                         "precision); evaluation stays float32.")
+    parser.add_argument("--fused_optimizer", action="store_true", help=(
+        "The same update by torch's fused AdamW kernel (FusedOriginalBertAdam), as "
+        "transformers' optim=adamw_torch_fused runs it."))
     parser.add_argument("--num_threads", type=int, default=2, help="torch.set_num_threads.")
     parser.add_argument("--data_dir", default=str(default_data_dir),
                         help="Folder of the task's files.")
@@ -153,14 +156,34 @@ class OriginalBertAdam(torch.optim.Optimizer):
                 param.sub_(update, alpha=group["lr"])
 
 
-def make_optimizer(model, learning_rate, weight_decay=0.01):
-    """`OriginalBertAdam` over `model`'s parameters, decaying all but LayerNorm and biases
-    (matched on the full parameter name, as the original matches the variable path)."""
+class FusedOriginalBertAdam(torch.optim.AdamW):
+    """`OriginalBertAdam`'s update by torch's fused AdamW kernel (one pass over each tensor,
+    where the original's formula in torch ops makes several): the weight decay is decoupled
+    the same way (w·(1 - lr·wd), then the Adam step), and the bias corrections 1 - β^step are
+    exactly 1 because every parameter's step count starts at 1e9 (β^1e9 is 0 in float32; the
+    count stays 1e9 as it is incremented). Only the rounding order differs from the original's
+    formula."""
+
+    def __init__(self, param_groups, lr, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+        super().__init__(param_groups, lr=lr, betas=(beta_1, beta_2), eps=epsilon, fused=True)
+        for group in self.param_groups:
+            for param in group["params"]:
+                self.state[param] = {
+                    "step": torch.tensor(1e9, dtype=torch.float32, device=param.device),
+                    "exp_avg": torch.zeros_like(param, memory_format=torch.preserve_format),
+                    "exp_avg_sq": torch.zeros_like(param, memory_format=torch.preserve_format)}
+
+
+def make_optimizer(model, learning_rate, weight_decay=0.01, fused=False):
+    """`OriginalBertAdam` (or its `fused` kernel) over `model`'s parameters, decaying all but
+    LayerNorm and biases (matched on the full parameter name, as the original matches the
+    variable path)."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         (no_decay if _NO_DECAY.search(name) else decay).append(param)
-    return OriginalBertAdam([{"params": decay, "weight_decay": weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate)
+    optimizer = FusedOriginalBertAdam if fused else OriginalBertAdam
+    return optimizer([{"params": decay, "weight_decay": weight_decay},
+                      {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate)
 
 
 def learning_rate_at(step, peak, num_steps, num_warmup_steps):
@@ -244,9 +267,10 @@ def train(model, features, args, num_steps):
     run_steps = args.max_steps or num_steps
     warmup = int(num_steps * args.warmup_proportion)
     order = batch_order(lengths, args.batch_size, run_steps, args.seed, args.batching)
-    optimizer = make_optimizer(model, args.learning_rate)
+    optimizer = make_optimizer(model, args.learning_rate, fused=args.fused_optimizer)
     print(f"Training: {len(lengths)} examples, batch {args.batch_size}, {run_steps} of "
           f"{num_steps} steps ({warmup} warm-up), batching {args.batching}, "
+          f"{'fused ' if args.fused_optimizer else ''}optimizer, "
           f"{'torch.compile, ' if args.torch_compile else ''}autocast {args.autocast}, "
           f"{torch.get_num_threads()} threads",
           file=sys.stderr)
