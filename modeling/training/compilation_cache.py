@@ -55,8 +55,10 @@ def enable(directory):
 
     Call early: TensorFlow reads its XLA settings once, at the first compilation at the
     latest, and in a script under absl's `app.run` before `main` (`modeling.cli` calls this
-    from the flag parser). A partial-looking cache entry is left out. Does nothing when `directory` is empty or TF_XLA_FLAGS already names a cache (the user's own);
-    a directory that cannot be made logs a warning, and the run compiles as without a cache.
+    from the flag parser). A partial-looking cache entry is left out. Does nothing when
+    `directory` is empty or TF_XLA_FLAGS already names a cache (the user's own, or this
+    process's from an earlier call); a directory that cannot be made logs a warning, and the
+    run compiles as without a cache.
 
     Returns:
       The shared directory in use, or None.

@@ -69,10 +69,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     replicas (and clipped, as the original clips the global gradient): see
     `modeling.training.trainer`. Keras would sum them once more; this optimizer does not.
 
-    Inside a compiled step, each variable's update waits for the previous variable's
-    assignments. Left free, TF's executor evaluates many variables' element-wise temporaries
-    at once: on MiniLM (22.7M weights) that raised a training step's peak memory by 240 MB
-    without making the update measurably faster.
+    Inside a compiled step, each compiled update (a large variable's, or the small ones'
+    together) waits for the previous one's assignments. Left free, TF's executor evaluates
+    many variables' element-wise temporaries at once: on MiniLM (22.7M weights) that raised a
+    training step's peak memory by 240 MB without making the update measurably faster.
     """
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
@@ -144,13 +144,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             indices = [self._get_variable_index(variable) for variable in variables]
             dtype = variables[0].dtype
             scale = 1.0 if self.gradient_scale is None else self.gradient_scale
+            slots = [(variable, _beside(self.adam_m[i], variable),
+                      _beside(self.adam_v[i], variable)) for variable, i in zip(variables, indices)]
+            gradients = [tf.convert_to_tensor(g) for g, _ in pairs]  # dense, as the original's
             done = self._assign_new_values(
-                [(variable, _beside(self.adam_m[i], variable), _beside(self.adam_v[i], variable))
-                 for variable, i in zip(variables, indices)],
-                [tf.convert_to_tensor(gradient) for gradient, _ in pairs],  # dense, as the
-                tf.cast(learning_rate, dtype), tf.cast(self.iterations + 1, dtype),  # original's
-                tuple(self.decays[i] for i in indices), tf.cast(scale, dtype),
-                self.apply_condition)
+                slots, gradients, tf.cast(learning_rate, dtype),
+                tf.cast(self.iterations + 1, dtype), tuple(self.decays[i] for i in indices),
+                tf.cast(scale, dtype), self.apply_condition)
         self._previous_assignments = [done]
 
     # Compiled, the formula's dozen element-wise operations become passes over memory that
