@@ -26,6 +26,7 @@ CONFIGS = {"fp32": ("float32", False), "fp32_xla": ("float32", True),
            "bf16": ("mixed_bfloat16", False), "bf16_xla": ("mixed_bfloat16", True)}
 PEER_PYTHON = pathlib.Path("/work/peer-venv/bin/python")
 PEER_CONFIGS = {"peer_fp32": [], "peer_bf16": ["--autocast=bfloat16"],
+                "peer_bf16_fused": ["--autocast=bfloat16", "--fused_optimizer"],
                 "peer_fp32_compiled": ["--torch_compile"]}
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)

@@ -46,6 +46,8 @@ def main():
     parser.add_argument("--autocast", choices=["none", "bfloat16"], default="none",
                         help="torch.autocast on the CPU (the peer's mixed precision)")
     parser.add_argument("--torch_compile", action="store_true")
+    parser.add_argument("--fused_optimizer", action="store_true",
+                        help="AdamW by torch's fused kernel (transformers' adamw_torch_fused)")
     args = parser.parse_args()
 
     torch.manual_seed(1)
@@ -54,7 +56,8 @@ def main():
     decay = [p for n, p in model.named_parameters() if "LayerNorm" not in n and "bias" not in n]
     no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or "bias" in n]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6)
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6,
+                                  fused=args.fused_optimizer or None)
     batch = synthetic_batch(args.batch, args.seq, args.predictions,
                             torch.Generator().manual_seed(1))
 
