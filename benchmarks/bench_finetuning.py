@@ -31,10 +31,13 @@ Each peer configuration gets a ratio column, the fastest measured first, marked 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
 run's "Training on ..." log line (after its records are written) to its last "step N/N" line:
 the training loop, tracing and compiling included, records and evaluation not (the peer times
-its loop the same way). XLA's compilations are kept in --xla_cache_dir: with --xla_cache=cold
-(the default) each run of ours starts with an empty one, as a first run on a machine; with
---xla_cache=warm the runs share one, as a user's later runs do. Peak RSS is the child's maximum resident set (`os.wait4`), and "kernel"
-the share of the child's CPU time spent in the kernel (system over user + system). The
+its loop the same way). Beside it, the first step's seconds (ours: "Training on" to the
+"step 1/N" line, which traces the step, optimizes its graph and loads what XLA compiled; the
+peer's: its first step's own time) and the examples/s of the steps after it. XLA's
+compilations are kept in --xla_cache_dir: with --xla_cache=cold (the default) each run of ours
+starts with an empty one, as a first run on a machine; with --xla_cache=warm the runs share
+one, as a user's later runs do. Peak RSS is the child's maximum resident set (`os.wait4`), and
+"kernel" the share of the child's CPU time spent in the kernel (system over user + system). The
 machine's float32 and bfloat16 matmul peaks (2048^3 `tf.matmul`, median of 5) are measured in
 the same run, and whether the CPU has bfloat16 instructions (without them mixed_bfloat16 is slow).
 """
@@ -75,6 +78,7 @@ CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
 PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped": ["--batching=grouped"],
     "peer_dynamic": ["--batching=dynamic"],
+    "peer_dynamic_fused": ["--batching=dynamic", "--fused_optimizer"],
     "peer_padded": ["--batching=padded"],
     "peer_grouped_compiled": ["--batching=grouped", "--torch_compile"],
     "peer_grouped_bfloat16": ["--batching=grouped", "--autocast=bfloat16"],
@@ -241,17 +245,28 @@ def log_seconds(line):
 
 
 def training_seconds(log_text):
-    """(training seconds, steps) from a run's log: "Training on" to the last "step N/N"."""
-    start = end = steps = None
+    """(training seconds, steps, first step's seconds or None) from a run's log: "Training on"
+    to the last "step N/N", and to "step 1/N" where the first step is reported alone."""
+    start = end = steps = first = None
     for line in log_text.splitlines():
         if "] Training on " in line:
             start = log_seconds(line)
         step = _STEP.search(line)
+        if step and step.group(1) == "1" and start is not None:
+            first = log_seconds(line) - start
         if step and step.group(1) == step.group(2):
             end, steps = log_seconds(line), int(step.group(1))
     if start is None or end is None:
         raise ValueError("no 'Training on' or final 'step N/N' line in the log")
-    return end - start, steps
+    return end - start, steps, first
+
+
+def after_first_step(seconds, steps, first):
+    """Examples/s over the steps after the first (None where the first is not known): the
+    first step also traces, optimizes and loads the compiled step, once a process."""
+    if first is None or steps < 2:
+        return None
+    return (steps - 1) * BATCH / (seconds - first)
 
 
 def read_results(path):
@@ -283,7 +298,7 @@ def run_ours(task, config, seed, args, model, data, work):
     if code:
         sys.exit(f"{script} ({config}, seed {seed}) failed with {code}; its log ends:\n"
                  f"{text[-3000:]}")
-    seconds, steps = training_seconds(text)
+    seconds, steps, first = training_seconds(text)
     results = read_results(output / "eval_results.txt")
     if task == "mrpc":
         accuracy, f1 = results["eval_accuracy"], results["eval_f1"]
@@ -295,6 +310,8 @@ def run_ours(task, config, seed, args, model, data, work):
     return {"task": task, "config": config, "seed": seed, "accuracy": accuracy, "f1": f1,
             "train_seconds": seconds, "train_steps": steps,
             "train_examples_per_second": steps * BATCH / seconds, "wall_seconds": wall,
+            "first_step_seconds": first,
+            "after_first_step_per_second": after_first_step(seconds, steps, first),
             "peak_rss_mb": rss, "kernel_share": kernel, "xla_cache_entries": cache_entries}
 
 
@@ -319,6 +336,9 @@ def run_peer(task, config, seed, args, work):
             "f1": result["f1"], "train_seconds": result["train_seconds"],
             "train_steps": result["train_steps"],
             "train_examples_per_second": result["train_examples_per_second"],
+            "first_step_seconds": result.get("first_step_seconds"),
+            "after_first_step_per_second": after_first_step(
+                result["train_seconds"], result["train_steps"], result.get("first_step_seconds")),
             "wall_seconds": wall, "peak_rss_mb": rss, "kernel_share": kernel}
 
 
@@ -338,6 +358,13 @@ def mean_std(values):
     return f"{mean:.4f} ± {spread}"
 
 
+def known_median(rows, key, spec):
+    """The median of the rows' `key` where known (runs saved before it was recorded lack it),
+    formatted; "n/a" where none knows it."""
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return format(statistics.median(values), spec) if values else "n/a"
+
+
 def table(task, runs, configs):
     """The markdown table of one task's runs (list of dicts): a speed ratio against each peer
     configuration present, the peer's best first."""
@@ -349,8 +376,9 @@ def table(task, runs, configs):
     peers = sorted((c for c in PEER_CONFIGS if c in speed), key=speed.get, reverse=True)
     lines = [f"| config | seeds | dev {accuracy_name} | dev F1 | train {unit}/s (median) | "
              + "".join(f"vs {c}{' (best)' if c == peers[0] else ''} | " for c in peers)
+             + f"first step s (median) | after it, {unit}/s (median) | "
              + "wall s (median) | peak RSS MB (max) | kernel CPU (max) |",
-             "|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|---:|---:|"]
     for config, rows in by_config.items():
         if not rows:
             continue
@@ -359,6 +387,8 @@ def table(task, runs, configs):
         lines.append(
             f"| {config} | {len(rows)} | {mean_std([r['accuracy'] for r in rows])} | "
             f"{mean_std([r['f1'] for r in rows])} | {speed[config]:.2f} | {ratios}"
+            f"{known_median(rows, 'first_step_seconds', '.1f')} | "
+            f"{known_median(rows, 'after_first_step_per_second', '.2f')} | "
             f"{statistics.median(r['wall_seconds'] for r in rows):.0f} | "
             f"{max(r['peak_rss_mb'] for r in rows):.0f} | {kernel:.1%} |")
     return "\n".join(lines)

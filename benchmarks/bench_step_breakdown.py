@@ -3,6 +3,7 @@
   python benchmarks/bench_step_breakdown.py                    # MiniLM, 32 x 53, 7 rounds
   python benchmarks/bench_step_breakdown.py --seq_length=128 --rounds=5
   python benchmarks/bench_step_breakdown.py --precision=mixed_bfloat16   # bfloat16 matmuls
+  python benchmarks/bench_step_breakdown.py --precision=mixed_bfloat16 --with_peer
 
 A MiniLM classifier (random weights) at the real shapes of an MRPC step: batch 32 and a length
 t of real tokens (53 is the mean pair, and a length bucket's mean). Three compiled functions
@@ -17,11 +18,18 @@ this CPU reaches on those shapes: the limit the step can approach by removing ev
 (element-wise ops, softmax, LayerNorm, the update, the framework). Medians over rounds. Under
 --precision=mixed_bfloat16 the model computes in bfloat16 and the matmuls are timed in bfloat16.
 Last, a few steps under TensorFlow's profiler say where the time beside the matmuls goes.
+
+--with_peer also runs benchmarks/peers/peer_step_breakdown.py (transformers on PyTorch, the
+peer's best: autocast to bfloat16 under --precision=mixed_bfloat16, torch's fused update) on
+the same shapes, after ours: its step by the same parts and the same matmuls timed by torch, so
+that the two steps' arithmetic and the rest can be compared side by side.
 """
 import argparse
 import collections
+import json
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +44,9 @@ from modeling import BertConfig  # noqa: E402
 from modeling.models.classifier import BertClassifier  # noqa: E402
 from modeling.training import optimization, trainer  # noqa: E402
 
+CHAIN = 10  # matmuls timed together (see matmul_seconds)
+PEER_PYTHON = pathlib.Path("/work/peer-venv/bin/python")
+PEER_SCRIPT = pathlib.Path(__file__).resolve().parent / "peers" / "peer_step_breakdown.py"
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, hidden_act="gelu_exact")
 
@@ -85,18 +96,31 @@ def matmul_inventory(batch, length, config):
     return inventory
 
 
-def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats, dtype=tf.float32):
-    """Median seconds of one such tf.matmul (compiled, inputs resident)."""
-    a = tf.random.normal(dims + ((k, m) if transpose_a else (m, k)), dtype=dtype)
-    b = tf.random.normal(dims + ((n, k) if transpose_b else (k, n)), dtype=dtype)
-    product = tf.function(lambda a, b: tf.matmul(a, b, transpose_a=transpose_a,
-                                                 transpose_b=transpose_b)[..., :1, :1])
-    product(a, b).numpy()
+def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats, dtype=tf.float32,
+                   chain=CHAIN):
+    """Median seconds of one such tf.matmul: a compiled chain of `chain` of them, each on
+    inputs of its own and after the previous one, as a step runs them, timed whole. (Timed one
+    call at a time, the call's own cost, about 0.3 ms, was most of a small matmul's time.)"""
+    def operand(rows, columns):
+        return tf.random.normal(dims + (rows, columns), dtype=dtype)
+    operands = [(operand(*((k, m) if transpose_a else (m, k))),
+                 operand(*((n, k) if transpose_b else (k, n)))) for _ in range(chain)]
+
+    @tf.function
+    def products():
+        corners, previous = [], []
+        for a, b in operands:
+            with tf.control_dependencies(previous):
+                product = tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+            previous = [product]
+            corners.append(product[..., :1, :1])
+        return tf.stack(corners)
+    products().numpy()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        product(a, b).numpy()
-        times.append(time.perf_counter() - start)
+        products().numpy()
+        times.append((time.perf_counter() - start) / chain)
     return statistics.median(times)
 
 
@@ -188,6 +212,73 @@ def op_times(function, steps):
     return totals
 
 
+def run_peer(inventory, args):
+    """The peer's figures (peer_step_breakdown.py's JSON) on the same shapes."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as shapes:
+        json.dump([[list(dims), m, k, n, transpose_a, transpose_b]
+                   for _, _, dims, m, k, n, transpose_a, transpose_b, _ in inventory], shapes)
+        shapes.flush()
+        autocast = "bfloat16" if args.precision == "mixed_bfloat16" else "none"
+        output = subprocess.run(
+            [str(PEER_PYTHON), str(PEER_SCRIPT), f"--inventory={shapes.name}",
+             f"--batch_size={args.batch_size}", f"--seq_length={args.seq_length}",
+             f"--rounds={args.rounds}", f"--matmul_repeats={args.matmul_repeats}",
+             f"--autocast={autocast}", "--fused_optimizer"],
+            check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def print_matmuls(rows, peer):
+    """The matmul table: ours, and the peer's times at the same shapes beside them."""
+    header = "| phase | matmul | shape (batch) m x k x n | per step | ms each | GFLOP/s |"
+    rule = "|---|---|---|---:|---:|---:|"
+    if peer:
+        header += " peer ms each | peer GFLOP/s |"
+        rule += "---:|---:|"
+    print(f"\n{header}\n{rule}")
+    for index, (phase, name, dims, m, k, n, count, seconds, gflops) in enumerate(rows):
+        shape = f"({dims[0]}) " if dims else ""
+        line = (f"| {phase} | {name} | {shape}{m} x {k} x {n} | {count} | "
+                f"{seconds * 1e3:.3f} | {gflops:.0f} |")
+        if peer:
+            theirs = peer["matmul_seconds"][index]
+            line += f" {theirs * 1e3:.3f} | {gflops * seconds / theirs:.0f} |"
+        print(line)
+
+
+def print_parts(measured, implied, rows, peer):
+    """The step by parts against its matmuls' time; with the peer's, side by side."""
+    forward, backward = measured["forward"], measured["forward+backward"] - measured["forward"]
+    update = measured["step"] - measured["forward+backward"]
+    arithmetic = implied["forward"] + implied["backward"]
+    parts = [("forward", forward, implied["forward"]),
+             ("backward", backward, implied["backward"]),
+             ("clip + update", update, 0.0), ("whole step", measured["step"], arithmetic)]
+    if peer:
+        theirs = peer["seconds"]
+        their_implied = {"forward": 0.0, "backward": 0.0}
+        for row, seconds in zip(rows, peer["matmul_seconds"]):
+            their_implied[row[0]] += seconds * row[6]
+        their_parts = [theirs["forward"], theirs["forward+backward"] - theirs["forward"],
+                       theirs["step"] - theirs["forward+backward"], theirs["step"]]
+        their_matmuls = [their_implied["forward"], their_implied["backward"], 0.0,
+                         sum(their_implied.values())]
+        print("\n| part | ours ms | its matmuls ms | the rest ms | peer ms | its matmuls ms | "
+              "the rest ms | peer / ours |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for (name, ours, matmuls), peer_ms, peer_matmuls in zip(parts, their_parts,
+                                                                their_matmuls):
+            print(f"| {name} | {ours * 1e3:.0f} | {matmuls * 1e3:.0f} | "
+                  f"{(ours - matmuls) * 1e3:.0f} | {peer_ms * 1e3:.0f} | "
+                  f"{peer_matmuls * 1e3:.0f} | {(peer_ms - peer_matmuls) * 1e3:.0f} | "
+                  f"{peer_ms / ours:.2f} |")
+        return
+    print("\n| part | measured ms | its matmuls at their own speed, ms | matmul share |")
+    print("|---|---:|---:|---:|")
+    for name, ours, matmuls in parts:
+        print(f"| {name} | {ours * 1e3:.0f} | {matmuls * 1e3:.0f} | {matmuls / ours:.0%} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch_size", type=int, default=32)
@@ -196,7 +287,11 @@ def main():
     parser.add_argument("--matmul_repeats", type=int, default=9)
     parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"], default="float32")
     parser.add_argument("--profile_steps", type=int, default=5)
+    parser.add_argument("--with_peer", action="store_true",
+                        help=f"Also time the peer's step and matmuls with {PEER_PYTHON}.")
     args = parser.parse_args()
+    if args.with_peer and not PEER_PYTHON.exists():
+        sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
     trainer.set_precision(args.precision)
     dtype = tf.bfloat16 if args.precision == "mixed_bfloat16" else tf.float32
     batch, length = args.batch_size, args.seq_length
@@ -223,29 +318,17 @@ def main():
         flops = 2 * m * k * n * (dims[0] if dims else 1)
         implied[phase] += seconds * count
         rows.append((phase, name, dims, m, k, n, count, seconds, flops / seconds / 1e9))
-    peak = matmul_seconds((), 2048, 2048, 2048, False, False, 5, dtype)
+    peak = 2 * 2048 ** 3 / matmul_seconds((), 2048, 2048, 2048, False, False, 5, dtype,
+                                            chain=3) / 1e9
+    peer = run_peer(inventory, args) if args.with_peer else None
 
     print(f"MiniLM classifier, {args.precision}, batch {batch} x {length} tokens, "
-          f"{args.rounds} rounds, medians; 2048^3 {dtype.name} matmul: "
-          f"{2 * 2048 ** 3 / peak / 1e9:.0f} GFLOP/s")
-    print("\n| phase | matmul | shape (batch) m x k x n | per step | ms each | GFLOP/s |")
-    print("|---|---|---|---:|---:|---:|")
-    for phase, name, dims, m, k, n, count, seconds, gflops in rows:
-        shape = f"({dims[0]}) " if dims else ""
-        print(f"| {phase} | {name} | {shape}{m} x {k} x {n} | {count} | {seconds * 1e3:.3f} | "
-              f"{gflops:.0f} |")
-    forward, backward = measured["forward"], measured["forward+backward"] - measured["forward"]
-    update = measured["step"] - measured["forward+backward"]
+          f"{args.rounds} rounds, medians; 2048^3 {dtype.name} matmul: {peak:.0f} GFLOP/s"
+          + (f" (the peer's: {peer['peak_gflops']:.0f}; torch {peer['torch']}, transformers "
+             f"{peer['transformers']})" if peer else ""))
+    print_matmuls(rows, peer)
+    print_parts(measured, implied, rows, peer)
     arithmetic = implied["forward"] + implied["backward"]
-    print("\n| part | measured ms | its matmuls at their own speed, ms | matmul share |")
-    print("|---|---:|---:|---:|")
-    print(f"| forward | {forward * 1e3:.0f} | {implied['forward'] * 1e3:.0f} | "
-          f"{implied['forward'] / forward:.0%} |")
-    print(f"| backward | {backward * 1e3:.0f} | {implied['backward'] * 1e3:.0f} | "
-          f"{implied['backward'] / backward:.0%} |")
-    print(f"| clip + update | {update * 1e3:.0f} | 0 | 0% |")
-    print(f"| whole step | {measured['step'] * 1e3:.0f} | {arithmetic * 1e3:.0f} | "
-          f"{arithmetic / measured['step']:.0%} |")
     shares = op_times(functions["step"], args.profile_steps)
     total = sum(shares.values())
     print(f"\nWhere the step's op time goes (TensorFlow's profiler, {args.profile_steps} steps; "

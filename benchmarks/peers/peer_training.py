@@ -261,7 +261,7 @@ def train(model, features, args, num_steps):
 
     Returns:
       dict: train_steps, train_examples, train_seconds, train_examples_per_second,
-      seconds_per_step_median.
+      seconds_per_step_median, first_step_seconds.
     """
     lengths = features["attention_mask"].sum(1).tolist()
     run_steps = args.max_steps or num_steps
@@ -298,6 +298,7 @@ def train(model, features, args, num_steps):
             "train_seconds": round(train_seconds, 3),
             "train_examples_per_second": round(examples / train_seconds, 3),
             "seconds_per_step_median": round(statistics.median(step_seconds), 4),
+            "first_step_seconds": round(step_seconds[0], 3),
             "mean_padded_length": round(tokens / examples, 2)}
 
 

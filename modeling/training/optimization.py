@@ -159,7 +159,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     # every result a new buffer at every step: a MiniLM training step ran 5% slower
     # (benchmarks/bench_adam_update.py). XLA contracts a·b + c into fused multiply-adds, which
     # round once where the separate operations rounded twice.
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
     def _assign_new_values(self, slots, gradients, learning_rate, step, decays, scale,
                            condition):
         """Assigns each (weights, m, v) of `slots` its new values; where `condition` (a bool
@@ -300,6 +300,6 @@ def _beside(slot, variable):
     return next(component for component in components if component.device == variable.device)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _half_squared_norm(tensors):
     return tf.add_n([tf.reduce_sum(tf.square(t)) for t in tensors]) / 2.0
