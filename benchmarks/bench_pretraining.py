@@ -21,10 +21,11 @@ import subprocess
 import sys
 import time
 
+from bench_finetuning import PEER_PYTHON  # one peer venv for all benchmarks
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {"fp32": ("float32", False), "fp32_xla": ("float32", True),
            "bf16": ("mixed_bfloat16", False), "bf16_xla": ("mixed_bfloat16", True)}
-PEER_PYTHON = pathlib.Path("/work/peer-venv/bin/python")
 PEER_CONFIGS = {"peer_fp32": [], "peer_bf16": ["--autocast=bfloat16"],
                 "peer_bf16_fused": ["--autocast=bfloat16", "--fused_optimizer"],
                 "peer_fp32_compiled": ["--torch_compile"]}

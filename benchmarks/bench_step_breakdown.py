@@ -44,8 +44,9 @@ from modeling import BertConfig  # noqa: E402
 from modeling.models.classifier import BertClassifier  # noqa: E402
 from modeling.training import optimization, trainer  # noqa: E402
 
+from bench_finetuning import PEER_PYTHON  # noqa: E402  (one peer venv for all benchmarks)
+
 CHAIN = 10  # matmuls timed together (see matmul_seconds)
-PEER_PYTHON = pathlib.Path("/work/peer-venv/bin/python")
 PEER_SCRIPT = pathlib.Path(__file__).resolve().parent / "peers" / "peer_step_breakdown.py"
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, hidden_act="gelu_exact")

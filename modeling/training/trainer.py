@@ -177,6 +177,7 @@ class Trainer:
         micro-batch's activations are alive. The losses are already normalized by the counts
         of the whole batch, so the sum is the whole batch's gradient."""
         size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
+
         def add_micro_batch(index, gradients, metrics):
             micro_batch = {name: value[index * size:(index + 1) * size]
                            for name, value in batch.items()}
