@@ -92,11 +92,17 @@ def trained(tmp_path_factory):
     require_shared()
     root = tmp_path_factory.mktemp("classifier")
     data, config = write_mrpc(root / "data"), write_config(root / "config.json")
+    (root / "tmp").mkdir()
     process = run_script("run_classifier.py", *classifier_flags(
         data, config, root / "out", "--do_train", "--do_eval", "--do_predict",
         f"--export_dir={root / 'serving'}", "--progress_seconds=1e-9",
-        f"--xla_cache_dir={root / 'xla_cache'}"))
+        f"--xla_cache_dir={root / 'xla_cache'}"), TMPDIR=str(root / "tmp"))
     return root, process
+
+
+def test_a_run_leaves_nothing_in_the_temporary_directory(trained):
+    root, _ = trained
+    assert sorted(path.name for path in (root / "tmp").iterdir()) == []
 
 
 def test_training_keeps_its_xla_compilations_for_the_next_run(trained):

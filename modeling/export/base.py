@@ -1,8 +1,10 @@
 """What every export shares: the module base that TF Serving's loader restores, the checks of
 serving inputs, the label table asset and the versioned, atomic save."""
 import os
+import shutil
 import tempfile
 import time
+import weakref
 
 import tensorflow as tf
 
@@ -98,11 +100,17 @@ def checked_ids(input_ids, input_mask, segment_ids):
 
 def label_table(label_names):
     """The label names as a `labels.txt` asset (one per line, in id order) and a table from
-    label id (int64) to name, initialized from that asset when the SavedModel loads."""
-    labels_file = os.path.join(tempfile.mkdtemp(prefix="labels_"), LABELS_ASSET)
+    label id (int64) to name, initialized from that asset when the SavedModel loads.
+
+    The file lives in a temporary directory until saving copies it into the SavedModel's
+    `assets/`; the directory goes when the asset does (or at exit), not left behind by every
+    export."""
+    directory = tempfile.mkdtemp(prefix="labels_")
+    labels_file = os.path.join(directory, LABELS_ASSET)
     with open(labels_file, "w", encoding="utf-8") as writer:
         writer.writelines(f"{name}\n" for name in label_names)
     asset = tf.saved_model.Asset(labels_file)
+    weakref.finalize(asset, shutil.rmtree, directory, ignore_errors=True)
     table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
         asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER, tf.string,
         tf.lookup.TextFileIndex.WHOLE_LINE), default_value="")
