@@ -175,19 +175,48 @@ def _free_ports(count):
     return ports
 
 
-def test_two_workers_on_localhost_equal_one_device(records, one_device, tmp_path):
-    config, one = one_device
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+def run_workers(records, config, output_dirs, temp_dir, *extra):
+    """Runs a cluster of one worker per output dir on localhost; returns each one's
+    (exit status, stderr)."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(len(output_dirs))]}
     workers = [subprocess.Popen(
         script_command("run_pretraining.py", *flags(
-            records, config, tmp_path / "multi", "--distribution_strategy=multi_worker_mirrored")),
-        env=script_env(TF_CONFIG=json.dumps({"cluster": cluster,
-                                             "task": {"type": "worker", "index": index}})),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for index in range(2)]
-    for worker in workers:
-        _, stderr = worker.communicate(timeout=600)
-        assert worker.returncode == 0, stderr[-3000:]
-    assert_same_weights(one, exported(tmp_path / "multi"), atol=1e-5)
+            records, config, output_dir, "--distribution_strategy=multi_worker_mirrored",
+            *extra)),
+        env=script_env(TMPDIR=str(temp_dir), TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}})),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for index, output_dir in enumerate(output_dirs)]
+    errors = [worker.communicate(timeout=600)[1] for worker in workers]
+    return [(worker.returncode, stderr) for worker, stderr in zip(workers, errors)]
+
+
+def test_two_workers_on_localhost_equal_one_device_and_resume_together(records, one_device,
+                                                                        tmp_path):
+    config, one = one_device
+    multi, temp = tmp_path / "multi", tmp_path / "tmp"
+    temp.mkdir()
+    for code, stderr in run_workers(records, config, [multi, multi], temp,
+                                    "--save_checkpoints_steps=4"):
+        assert code == 0, stderr[-3000:]
+    assert_same_weights(one, exported(multi), atol=1e-5)
+    assert sorted(p.name for p in temp.iterdir()) == []  # worker 1's copies are gone
+
+    for path in multi.glob("ckpt-8.*"):  # killed between its checkpoints
+        path.unlink()
+    # A worker that cannot read the chief's output_dir would start afresh: refused.
+    for code, stderr in run_workers(records, config, [multi, tmp_path / "elsewhere"], temp):
+        assert code == 2, stderr[-3000:]
+        assert re.search(r"The workers resume at different steps \(0, 4\): every worker must "
+                         r"read the chief's checkpoints in --output_dir=", stderr)
+    assert sorted(p.name for p in multi.glob("ckpt-*.index")) == ["ckpt-4.index"]
+
+    results = run_workers(records, config, [multi, multi], temp, "--save_checkpoints_steps=4")
+    for code, stderr in results:
+        assert code == 0, stderr[-3000:]
+        assert "Resumed from" in stderr and "at step 4" in stderr
+    assert_same_weights(one, exported(multi), atol=1e-5)
+    assert sorted(p.name for p in temp.iterdir()) == []
 
 
 @pytest.mark.parametrize("change, message", [

@@ -260,11 +260,13 @@ def run(options):
     # Before the records are checked (a minute on a large corpus): a second run is told at once.
     with output_lock.held(options.output_dir) if chief and options.do_train \
             else contextlib.nullcontext():
-        _run_in_output_dir(options, config, strategy, chief)
+        with distribution.write_dir(strategy, options.output_dir) as write_dir:
+            _run_in_output_dir(options, config, strategy, chief, write_dir)
 
 
-def _run_in_output_dir(options, config, strategy, chief):
-    """`run` once output_dir is this run's."""
+def _run_in_output_dir(options, config, strategy, chief, write_dir):
+    """`run` once output_dir is this run's; this worker writes in `write_dir`
+    (`distribution.write_dir`)."""
     paths = expand_files(options.input_file)
     check_records(paths, options.max_seq_length, options.max_predictions_per_seq,
                   config.vocab_size)
@@ -284,7 +286,7 @@ def _run_in_output_dir(options, config, strategy, chief):
             pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
                              options.iterations_per_loop, options.save_checkpoints_steps,
                              options.keep_checkpoint_max)
-        fine_tuning.keep_original(pretrainer, options.output_dir, chief)
+        fine_tuning.keep_original(pretrainer, write_dir)
         if chief:
             tf.io.gfile.copy(options.bert_config_file, os.path.join(
                 options.output_dir, ORIGINAL_CHECKPOINT_DIR, "bert_config.json"), overwrite=True)

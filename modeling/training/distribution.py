@@ -1,6 +1,8 @@
 """Picks the `tf.distribute` strategy the TPUEstimator scripts' flags describe, and feeds it."""
+import contextlib
 import json
 import os
+import tempfile
 
 import tensorflow as tf
 
@@ -82,6 +84,18 @@ def is_chief(strategy):
     if "chief" in spec:
         return resolver.task_type == "chief"
     return resolver.task_type == "worker" and resolver.task_id == 0
+
+
+@contextlib.contextmanager
+def write_dir(strategy, output_dir):
+    """Where this process writes what every worker writes but only the chief keeps (records,
+    checkpoints, exports; writing them takes collectives all must join): `output_dir` on the
+    chief, elsewhere a temporary directory, removed with all it holds on leaving."""
+    if is_chief(strategy):
+        yield output_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="worker_") as directory:
+        yield directory
 
 
 def has_several_workers(strategy):

@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import os
 import random
-import tempfile
 
 from absl import logging
 
@@ -141,8 +140,8 @@ class Task:
 @dataclasses.dataclass
 class Context:
     """What a task's steps work with. Every worker writes and reads its own copy of the
-    records, in `record_dir` (output_dir on the chief, a temporary directory elsewhere); only
-    the chief keeps results, in `results_dir`."""
+    records, in `record_dir` (`distribution.write_dir`: output_dir on the chief); only the
+    chief keeps results, in `results_dir`."""
     options: FineTuningOptions
     config: BertConfig
     tokenizer: tokenization.FullTokenizer
@@ -232,15 +231,18 @@ def run(task, options):
     # original's separate eval jobs do, is left free.
     with output_lock.held(options.output_dir) if chief and options.do_train \
             else contextlib.nullcontext():
-        _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_train_steps)
+        with distribution.write_dir(strategy, options.output_dir) as write_dir:
+            _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_dir,
+                               num_train_steps)
 
 
-def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_train_steps):
-    """`run` once the inputs are read and output_dir is this run's."""
+def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_dir,
+                       num_train_steps):
+    """`run` once the inputs are read and output_dir is this run's; this worker writes in
+    `write_dir` (`distribution.write_dir`)."""
     if chief:
         files.remove_stale_temps_in(options.output_dir)
-    record_dir = options.output_dir if chief else tempfile.mkdtemp(prefix="records_")
-    context = Context(options, config, tokenizer, strategy, chief, record_dir,
+    context = Context(options, config, tokenizer, strategy, chief, write_dir,
                       padding_is_inert=task.PADDING_IS_INERT)
     if context.on_tpu and options.dynamic_padding:
         logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
@@ -263,7 +265,7 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_tr
         trainer.train(lambda skip_batches: task.train_dataset(context, path, skip_batches),
                       options.output_dir, num_train_steps, options.iterations_per_loop,
                       options.save_checkpoints_steps, options.keep_checkpoint_max)
-        keep_original(trainer, options.output_dir, chief)
+        keep_original(trainer, write_dir)
         head_missing = []
     elif trainer.restore_latest(options.output_dir):
         head_missing = []
@@ -275,26 +277,26 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, num_tr
         refuse_untrained(options, head_missing, "predict")
         task.predict(context)
     if options.export_dir:
-        save_export(task.export_module(context), head_missing, options, chief)
+        save_export(task.export_module(context), head_missing, options,
+                    options.export_dir if chief else os.path.join(write_dir, "export"))
 
 
-def keep_original(trainer, output_dir, chief):
+def keep_original(trainer, write_dir):
     """Writes the model in the original name-based format with its Adam slots to
-    output_dir/export/bert_model.ckpt, for the original tools and the other scripts."""
-    # Every worker writes (collectives); only the chief's copy is kept.
-    path = os.path.join(output_dir if chief else tempfile.mkdtemp(), ORIGINAL_CHECKPOINT_DIR,
-                        "bert_model.ckpt")
+    <write_dir>/export/bert_model.ckpt (`distribution.write_dir`: output_dir on the chief),
+    for the original tools and the other scripts."""
+    path = os.path.join(write_dir, ORIGINAL_CHECKPOINT_DIR, "bert_model.ckpt")
     trainer.export_original(path)
     logging.info("Original-format checkpoint: %s", path)
 
 
-def save_export(module, head_missing, options, chief):
-    """Writes the SavedModel to export_dir/<version>/, refusing a model whose task head
-    never came from a checkpoint or from training (it would serve random outputs)."""
+def save_export(module, head_missing, options, export_dir):
+    """Writes the SavedModel to <export_dir>/<version>/ (--export_dir on the chief), refusing
+    a model whose task head never came from a checkpoint or from training (it would serve
+    random outputs)."""
     if head_missing:
         raise ValueError(f"Nothing to export: --init_checkpoint={options.init_checkpoint} has "
                          f"no task head ({', '.join(head_missing)}) and --output_dir holds no "
                          f"fine-tuned checkpoint; fine-tune with --do_train first")
-    directory = export.save_versioned(
-        module, options.export_dir if chief else tempfile.mkdtemp(prefix="export_"))
+    directory = export.save_versioned(module, export_dir)
     logging.info("SavedModel for TF Serving: %s", directory)

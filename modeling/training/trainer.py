@@ -7,7 +7,6 @@ the update one device computes for the same batch. Tasks subclass `Trainer` with
 """
 import os
 import re
-import tempfile
 import time
 
 import keras
@@ -213,21 +212,46 @@ class Trainer:
           The global step reached.
         """
         chief = distribution.is_chief(self.strategy)
-        # Every worker takes part in saving (collectives); only the chief's files are kept.
-        directory = output_dir if chief else tempfile.mkdtemp(prefix="worker_checkpoint_")
-        paths = checkpoint_dir.on_disk(directory)
-        agreed = checkpoint_dir.note_disagreement(directory, paths)
+        # Every worker resumes from the chief's checkpoints, in output_dir: like the original's
+        # model_dir, storage the whole cluster reads.
+        paths = checkpoint_dir.on_disk(output_dir)
+        agreed = checkpoint_dir.note_disagreement(output_dir, paths) if chief else True
         restored = self._restore_newest_intact(paths, partial=False)
         if restored:
             logging.info("Resumed from %s at step %d", restored, self.global_step)
-        if not agreed or restored != (paths[-1] if paths else None):
+        if distribution.has_several_workers(self.strategy):
+            self._check_workers_resume_together(output_dir)
+        if chief and (not agreed or restored != (paths[-1] if paths else None)):
             # The manager reads the state file: it must list what is on disk, up to the
             # checkpoint resumed from (a damaged newer one is written over when its step comes).
-            checkpoint_dir.rewrite_state(directory, paths[:paths.index(restored) + 1]
+            checkpoint_dir.rewrite_state(output_dir, paths[:paths.index(restored) + 1]
                                          if restored else [])
-        manager = tf.train.CheckpointManager(self.checkpoint, directory,
-                                             max_to_keep=keep_checkpoints,
-                                             checkpoint_name=checkpoint_dir.NAME)
+        # Every worker takes part in saving (collectives); only the chief's files are kept.
+        with distribution.write_dir(self.strategy, output_dir) as directory:
+            manager = tf.train.CheckpointManager(
+                self.checkpoint, directory, max_to_keep=keep_checkpoints if chief else 1,
+                checkpoint_name=checkpoint_dir.NAME)
+            return self._train_from(dataset_fn, manager, output_dir, num_train_steps,
+                                    iterations_per_loop, save_checkpoints_steps, chief)
+
+    def _check_workers_resume_together(self, output_dir):
+        """Raises ValueError unless every worker of the cluster restored the same step (a
+        worker that cannot read output_dir would start afresh, and the collectives of the
+        steps they then disagree on would fail or hang)."""
+        @tf.function
+        def steps():
+            return self.strategy.run(lambda: tf.distribute.get_replica_context().all_gather(
+                tf.reshape(self.optimizer.iterations, [1]), axis=0))
+        found = sorted(set(self.strategy.experimental_local_results(steps())[0].numpy()))
+        if len(found) > 1:
+            raise ValueError(
+                f"The workers resume at different steps ({', '.join(map(str, found))}): every "
+                f"worker must read the chief's checkpoints in --output_dir={output_dir}, storage "
+                f"the whole cluster shares (this one resumes at step {self.global_step})")
+
+    def _train_from(self, dataset_fn, manager, output_dir, num_train_steps, iterations_per_loop,
+                    save_checkpoints_steps, chief):
+        """`train` once the run has resumed; `manager` saves into this worker's write_dir."""
         step = self.global_step
         if step >= num_train_steps:
             return step
