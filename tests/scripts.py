@@ -1,5 +1,7 @@
 """Runs the project's scripts the way a user does: a fresh Python process from the shell."""
+import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -43,14 +45,41 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+def logical_cpus_command(name, devices, *args):
+    """The command running a script with the CPU split into `devices` logical devices (for
+    MirroredStrategy) and the heads' dropout off (`heads.HEAD_DROPOUT_PROB`), so that runs on
+    1 and N devices compare."""
+    return [sys.executable, "-c", _ON_LOGICAL_CPUS, str(devices), str(ROOT / name),
+            *map(str, args)]
+
+
 def run_on_logical_cpus(name, devices, *args):
-    """Runs a script with the CPU split into `devices` logical devices (for MirroredStrategy)
-    and the heads' dropout off (`heads.HEAD_DROPOUT_PROB`), so runs on 1 and N devices
-    compare."""
-    process = subprocess.run(
-        [sys.executable, "-c", _ON_LOGICAL_CPUS, str(devices), str(ROOT / name),
-         *map(str, args)],
-        capture_output=True, text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
+    """Runs `logical_cpus_command`; returns the CompletedProcess (text output)."""
+    process = subprocess.run(logical_cpus_command(name, devices, *args), capture_output=True,
+                             text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
     if process.returncode != 0:
         raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")
     return process
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def run_workers(commands, temp_dir):
+    """Runs each command as a worker of one cluster on localhost (`TF_CONFIG`), with its
+    temporary files in `temp_dir`; returns each one's (exit status, stderr)."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(len(commands))]}
+    workers = [subprocess.Popen(
+        command, env=script_env(PYTHONPATH=str(ROOT), TMPDIR=str(temp_dir), TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}})),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for index, command in enumerate(commands)]
+    errors = [worker.communicate(timeout=600)[1] for worker in workers]
+    return [(worker.returncode, stderr) for worker, stderr in zip(workers, errors)]

@@ -16,7 +16,8 @@ from conftest import DATA, REFS
 from modeling import BertConfig
 from modeling.checkpoints import name_based
 from modeling.models.classifier import BertClassifier
-from scripts import run_on_logical_cpus, run_script, script_command, script_env
+from scripts import (logical_cpus_command, run_on_logical_cpus, run_script, run_workers,
+                     script_command, script_env)
 from serving import read_features, serve
 
 SEQ = 24
@@ -242,7 +243,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
                                atol=1e-6)
 
 
-def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
+def test_mirrored_on_two_logical_cpus_and_two_workers_equal_one_device(tmp_path):
     require_shared()
     data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json", 0.0)
     common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
@@ -250,13 +251,26 @@ def test_mirrored_on_two_logical_cpus_equals_one_device(tmp_path):
         process = run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
             data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"))
         assert "Batches: dynamic padding" in process.stderr  # the default
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    command = logical_cpus_command("run_classifier.py", 1, *classifier_flags(
+        data, config, tmp_path / "workers", *common, f"--export_dir={tmp_path / 'serving'}",
+        "--distribution_strategy=multi_worker_mirrored"))
+    for code, stderr in run_workers([command, command], temp):
+        assert code == 0, stderr[-3000:]
+    assert sorted(p.name for p in temp.iterdir()) == []  # worker 1's copies are gone
+    assert len(list((tmp_path / "serving").iterdir())) == 1
     # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
-    np.testing.assert_allclose(read_test_results(tmp_path / "two/test_results.tsv"),
-                               read_test_results(tmp_path / "one/test_results.tsv"), atol=1e-5)
-    one, two = (read_results(tmp_path / d / "eval_results.txt") for d in ("one", "two"))
-    assert one.keys() == two.keys()
-    for key in one:
-        assert float(two[key]) == pytest.approx(float(one[key]), abs=1e-5), key
+    one = read_test_results(tmp_path / "one/test_results.tsv")
+    for directory in ("two", "workers"):
+        np.testing.assert_allclose(read_test_results(tmp_path / directory / "test_results.tsv"),
+                                   one, atol=1e-5)
+    one = read_results(tmp_path / "one/eval_results.txt")
+    for directory in ("two", "workers"):
+        other = read_results(tmp_path / directory / "eval_results.txt")
+        assert one.keys() == other.keys()
+        for key in one:
+            assert float(other[key]) == pytest.approx(float(one[key]), abs=1e-5), key
 
 
 def test_mnli_evaluates_and_predicts_matched_and_mismatched(tmp_path):

@@ -2,7 +2,6 @@
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import tensorflow as tf
 from conftest import ROOT
 from modeling import BertConfig, BertPretrainer
 from modeling.checkpoints import name_based
-from scripts import run_script, script_command, script_env
+from scripts import run_script, run_workers, script_command, script_env
 
 SEQ, PREDICTIONS = 32, 5
 
@@ -165,30 +164,11 @@ def test_gradient_accumulation_equals_the_whole_batch(records, one_device, tmp_p
     assert_same_weights(whole, exported(tmp_path / "accumulated"), atol=1e-5)
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def run_workers(records, config, output_dirs, temp_dir, *extra):
-    """Runs a cluster of one worker per output dir on localhost; returns each one's
-    (exit status, stderr)."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(len(output_dirs))]}
-    workers = [subprocess.Popen(
-        script_command("run_pretraining.py", *flags(
-            records, config, output_dir, "--distribution_strategy=multi_worker_mirrored",
-            *extra)),
-        env=script_env(TMPDIR=str(temp_dir), TF_CONFIG=json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": index}})),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for index, output_dir in enumerate(output_dirs)]
-    errors = [worker.communicate(timeout=600)[1] for worker in workers]
-    return [(worker.returncode, stderr) for worker, stderr in zip(workers, errors)]
+def workers(records, config, output_dirs, temp_dir, *extra):
+    """Pre-trains with one worker per output dir, on localhost: (exit status, stderr) each."""
+    return run_workers([script_command("run_pretraining.py", *flags(
+        records, config, output_dir, "--distribution_strategy=multi_worker_mirrored", *extra))
+        for output_dir in output_dirs], temp_dir)
 
 
 def test_two_workers_on_localhost_equal_one_device_and_resume_together(records, one_device,
@@ -196,7 +176,7 @@ def test_two_workers_on_localhost_equal_one_device_and_resume_together(records, 
     config, one = one_device
     multi, temp = tmp_path / "multi", tmp_path / "tmp"
     temp.mkdir()
-    for code, stderr in run_workers(records, config, [multi, multi], temp,
+    for code, stderr in workers(records, config, [multi, multi], temp,
                                     "--save_checkpoints_steps=4"):
         assert code == 0, stderr[-3000:]
     assert_same_weights(one, exported(multi), atol=1e-5)
@@ -205,13 +185,13 @@ def test_two_workers_on_localhost_equal_one_device_and_resume_together(records, 
     for path in multi.glob("ckpt-8.*"):  # killed between its checkpoints
         path.unlink()
     # A worker that cannot read the chief's output_dir would start afresh: refused.
-    for code, stderr in run_workers(records, config, [multi, tmp_path / "elsewhere"], temp):
+    for code, stderr in workers(records, config, [multi, tmp_path / "elsewhere"], temp):
         assert code == 2, stderr[-3000:]
         assert re.search(r"The workers resume at different steps \(0, 4\): every worker must "
                          r"read the chief's checkpoints in --output_dir=", stderr)
     assert sorted(p.name for p in multi.glob("ckpt-*.index")) == ["ckpt-4.index"]
 
-    results = run_workers(records, config, [multi, multi], temp, "--save_checkpoints_steps=4")
+    results = workers(records, config, [multi, multi], temp, "--save_checkpoints_steps=4")
     for code, stderr in results:
         assert code == 0, stderr[-3000:]
         assert "Resumed from" in stderr and "at step 4" in stderr
