@@ -63,6 +63,7 @@ def run_on_logical_cpus(name, devices, *args):
 
 
 def free_ports(count):
+    """`count` localhost ports free a moment ago, for a cluster's workers."""
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
         s.bind(("127.0.0.1", 0))

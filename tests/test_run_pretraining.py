@@ -177,7 +177,7 @@ def test_two_workers_on_localhost_equal_one_device_and_resume_together(records, 
     multi, temp = tmp_path / "multi", tmp_path / "tmp"
     temp.mkdir()
     for code, stderr in workers(records, config, [multi, multi], temp,
-                                    "--save_checkpoints_steps=4"):
+                                "--save_checkpoints_steps=4"):
         assert code == 0, stderr[-3000:]
     assert_same_weights(one, exported(multi), atol=1e-5)
     assert sorted(p.name for p in temp.iterdir()) == []  # worker 1's copies are gone
