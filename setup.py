@@ -11,10 +11,14 @@ setuptools.setup(
                 "build_vocab", "run_pretraining", "run_classifier", "run_squad", "run_ner",
                 "run_multiple_choice", "shared_flags"],
     python_requires=">=3.10",
+    # The stack's floors are versions the suite passed on, its ceilings the next minor versions
+    # after the newest it passed on: TensorFlow 2.21.0, tensorflow-text 2.21.1 (2.21.0 cannot be
+    # imported with TensorFlow 2.21.0: undefined symbol icudt77_dat), Keras 3.15.1, and Keras
+    # 3.16 through `.ci/canary`, which runs the suite on the nightlies it names.
     install_requires=[
         "tensorflow>=2.21,<2.22",
-        "tensorflow-text>=2.21,<2.22",
-        "keras>=3.10,<4",
+        "tensorflow-text>=2.21.1,<2.22",
+        "keras>=3.15.1,<3.17",
         "absl-py>=2.0",
         "numpy>=1.26",
         "h5py>=3.10",

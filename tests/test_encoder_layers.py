@@ -124,3 +124,30 @@ def test_dropout_masks_follow_the_seed_generator_and_the_gradient_follows_the_ma
     np.testing.assert_array_equal(gradient, np.where(outputs.numpy() != 0, 2.0, 0.0))
     np.testing.assert_array_equal(first(inputs, training=False).numpy(), inputs.numpy())
     assert not layers.Dropout(1.0)(inputs, training=True).numpy().any()
+
+
+def test_every_layer_norm_is_built_for_the_rank_it_normalizes(tiny_config, tiny_inputs,
+                                                              monkeypatch):
+    """Keras resolves a LayerNormalization's axis against the shape it is built for: one built
+    for [B, T, H] and called on rows [n, H] fails from Keras 3.16 on (IndexError)."""
+    from modeling.models.pretraining import BertPretrainer
+    built, called = {}, []
+    build, call = keras.layers.LayerNormalization.build, keras.layers.LayerNormalization.call
+
+    def recording_build(self, input_shape):
+        built[id(self)] = len(input_shape)
+        return build(self, input_shape)
+
+    def recording_call(self, inputs, *args, **kwargs):
+        called.append((self.path, built[id(self)], len(inputs.shape)))
+        return call(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(keras.layers.LayerNormalization, "build", recording_build)
+    monkeypatch.setattr(keras.layers.LayerNormalization, "call", recording_call)
+    model = BertPretrainer(tiny_config)
+    inputs = dict(tiny_inputs, masked_lm_positions=tf.constant([[1, 2]] * 3, tf.int32))
+    for training in (False, True):
+        model(inputs, training=training)
+    # Every one is called: the embeddings', two a layer, the masked-LM head's.
+    assert len({path for path, _, _ in called}) == 2 * tiny_config.num_hidden_layers + 2
+    assert [(path, rank) for path, rank, called_rank in called if rank != called_rank] == []

@@ -187,7 +187,7 @@ class BertEmbeddings(keras.layers.Layer):
             name="position_embeddings",
             shape=(config.max_position_embeddings, config.hidden_size), initializer=init,
             autocast=False)
-        self.layer_norm.build((None, None, config.hidden_size))
+        self.layer_norm.build((None, config.hidden_size))  # called on rows [n, H]
 
     def call(self, input_ids, token_type_ids, layout, training=False):
         """Sums word, token-type and position embeddings, then LayerNorm and dropout.
@@ -246,7 +246,7 @@ class SelfAttention(keras.layers.Layer):
 
     def build(self, input_shape=None):
         for layer in (self.query, self.key, self.value):
-            layer.build((None, None, self.hidden_size))
+            layer.build((None, self.hidden_size))  # rows [n, H]
 
     def _split_heads(self, x):
         """[B, T, H] -> [B, N, T, D]."""
@@ -313,8 +313,8 @@ class DenseLayerNorm(keras.layers.Layer):
         self.input_size = input_size
 
     def build(self, input_shape=None):
-        self.dense.build((None, None, self.input_size))
-        self.layer_norm.build((None, None, self.dense.units))
+        self.dense.build((None, self.input_size))  # rows [n, input_size]
+        self.layer_norm.build((None, self.dense.units))
 
     def call(self, rows, residual, training=False):
         """Args: rows [n, input_size], residual [n, H]. Returns [n, H]."""
@@ -406,7 +406,7 @@ class Intermediate(keras.layers.Layer):
         self.hidden_size = config.hidden_size
 
     def build(self, input_shape=None):
-        self.dense.build((None, None, self.hidden_size))
+        self.dense.build((None, self.hidden_size))  # rows [n, H]
 
     def call(self, rows, training=False):
         """Args: rows [n, H]. Returns [n, I]."""

@@ -18,9 +18,8 @@ Shape legend: B batch, T sequence length, P positions per sequence, n rows (B*T 
 tokens), H hidden size.
 """
 import tensorflow as tf
-# TensorFlow's own test of "is this graph being compiled by XLA" (tf.function(jit_compile=True)
-# and TPU replication trace inside an XLA context); TensorFlow's gradients use it the same way.
-from tensorflow.python.ops import control_flow_util
+
+from modeling import internals
 
 
 class AllPositions:
@@ -110,6 +109,6 @@ def _gather(values, indices, inverse, append_zero_row):
 
 def for_input_mask(input_mask):
     """RealTokens, or AllPositions where XLA compiles the graph (it needs static shapes)."""
-    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+    if internals.in_xla_context():
         return AllPositions(input_mask)
     return RealTokens(input_mask)

@@ -36,7 +36,7 @@ def layer_outputs(model, features, layer_indexes, batch_size):
     signature = {name: tf.TensorSpec([None, None], tf.int32)
                  for name in ("input_ids", "input_mask", "token_type_ids")}
 
-    @tf.function(input_signature=[signature])
+    @tf.function(input_signature=[signature], autograph=False)
     def encode(inputs):
         outputs = model(inputs, training=False)["encoder_outputs"]
         return [outputs[index] for index in layer_indexes]

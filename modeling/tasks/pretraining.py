@@ -69,7 +69,7 @@ class Pretrainer(Trainer):
             "next_sentence_accuracy": totals["nsp_correct"] / max(totals["examples"], 1),
         }
 
-    @tf.function
+    @tf.function(autograph=False)
     def _eval_step(self, batch):
         def step(batch):
             outputs = self.model(batch, training=False)

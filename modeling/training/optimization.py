@@ -10,6 +10,8 @@ import re
 import keras
 import tensorflow as tf
 
+from modeling import internals
+
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 CLIP_NORM = 1.0
 # Variables of at least this many elements are updated by an XLA-compiled pass each. Smaller
@@ -79,6 +81,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                  epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
                  name="adam_weight_decay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.schedule = learning_rate  # a schedule, or a float
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -90,7 +93,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def learning_rate_at(self, step):
         """The learning rate step `step` (0-based) applies: what a log of that step shows."""
-        schedule = self._learning_rate
+        schedule = self.schedule
         return float(schedule(step) if callable(schedule) else schedule)
 
     def build(self, var_list):
@@ -141,7 +144,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         compiled pass that assigns them in place."""
         with tf.control_dependencies(self._previous_assignments):
             variables = [variable for _, variable in pairs]
-            indices = [self._get_variable_index(variable) for variable in variables]
+            indices = [internals.variable_index(self, variable) for variable in variables]
             dtype = variables[0].dtype
             scale = 1.0 if self.gradient_scale is None else self.gradient_scale
             slots = [(variable, _beside(self.adam_m[i], variable),

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import internals
 from modeling.checkpoints import name_based
 from modeling.training import checkpoint_dir
 from modeling.training import distribution
@@ -54,14 +55,16 @@ class Trainer:
             self.loss_scale = LossScale() if self.model.compute_dtype == "float16" else None
         # The dropout generators' states are saved too, so that a resumed run draws the masks
         # an uninterrupted one would have drawn.
-        dropout_seeds = [layer.seed_generator.state for layer in self.model._flatten_layers()
+        dropout_seeds = [layer.seed_generator.state for layer in internals.all_layers(self.model)
                          if getattr(layer, "seed_generator", None) is not None]
         extra = {"loss_scale": self.loss_scale} if self.loss_scale else {}
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
                                               dropout_seeds=dropout_seeds, **extra)
-        self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla)
+        self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
+                                             autograph=False)
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
-        self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True)
+        self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
+                                         autograph=False)
 
     def build_model(self, config):
         raise NotImplementedError
@@ -139,10 +142,6 @@ class Trainer:
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         return gradients, dict(metrics, loss=loss)
 
-    # Traced as written, not converted by AutoGraph (which only `_train_loop`'s loop needs):
-    # converting the model, the loss and the optimizer took 0.75 s of a MiniLM run's first
-    # step (6.7 s to 6.0 s on CoNLL-2003).
-    @tf.autograph.experimental.do_not_convert
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
         counts = self.global_counts(batch)
@@ -190,13 +189,19 @@ class Trainer:
              {key: tf.constant(0.0) for key in self.METRICS}))
         return gradients, metrics
 
-    @tf.function
+    # A while loop as written, and the step traced as written: AutoGraph's conversion of the
+    # model, the loss and the optimizer took 0.75 s of a MiniLM run's first step, and
+    # tf-nightly 2.23's AutoGraph failed on this loop ("Unknown node type Expr").
+    @tf.function(autograph=False)
     def _train_loop(self, iterator, steps):
-        totals = {key: 0.0 for key in dict.fromkeys(self.METRICS + ("examples",))}
-        for _ in tf.range(steps):
+        def train_step(step, totals):
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
-            totals = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
-                      for key, total in totals.items()}
+            return step + 1, {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
+                              for key, total in totals.items()}
+
+        totals = {key: tf.constant(0.0) for key in dict.fromkeys(self.METRICS + ("examples",))}
+        _, totals = tf.while_loop(lambda step, _: step < steps, train_step,
+                                  (tf.constant(0), totals))
         return totals
 
     def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
@@ -238,7 +243,7 @@ class Trainer:
         """Raises ValueError unless every worker of the cluster restored the same step (a
         worker that cannot read output_dir would start afresh, and the collectives of the
         steps they then disagree on would fail or hang)."""
-        @tf.function
+        @tf.function(autograph=False)
         def steps():
             return self.strategy.run(lambda: tf.distribute.get_replica_context().all_gather(
                 tf.reshape(self.optimizer.iterations, [1]), axis=0))
