@@ -14,6 +14,7 @@ setuptools.setup(
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",
+        "tensorflow-serving-api>=2.21,<2.22",  # the protos of the exports' warm-up requests
         "keras>=3.10,<4",
         "absl-py>=2.0",
         "numpy>=1.26",
