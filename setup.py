@@ -18,6 +18,7 @@ setuptools.setup(
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21.1,<2.22",
+        "tensorflow-serving-api>=2.21,<2.22",  # the protos of the exports' warm-up requests
         "keras>=3.15.1,<3.17",
         "absl-py>=2.0",
         "numpy>=1.26",

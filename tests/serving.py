@@ -161,6 +161,26 @@ def serve_many(jobs):
     return served["answers"]
 
 
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # the name TF Serving reads
+
+
+def warmup_requests(export_dir):
+    """The requests of an export's TF Serving warm-up file, as `serve` takes them: a list of
+    (signature name, {input name: array}), strings decoded."""
+    from tensorflow_serving.apis import prediction_log_pb2
+    requests = []
+    for record in tf.data.TFRecordDataset(os.path.join(str(export_dir), WARMUP_FILE)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {}
+        for name, tensor in request.inputs.items():
+            value = tf.make_ndarray(tensor)
+            if value.dtype == object:
+                value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
+            inputs[name] = value
+        requests.append((request.model_spec.signature_name, inputs))
+    return requests
+
+
 def read_features(records, seq_length, names=("input_ids", "input_mask", "segment_ids")):
     """The int32 features of a TFRecord file of the scripts, {name: [records, seq_length]}."""
     spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in names}

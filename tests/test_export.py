@@ -23,7 +23,7 @@ from modeling.models.ner import BertTokenClassifier
 from modeling.data import ner as ner_data
 from modeling.text import tokenization
 from scripts import script_env
-from serving import assert_same_outputs, serve_many, serve_once
+from serving import assert_same_outputs, serve_many, serve_once, warmup_requests
 
 SEQ = 24
 WORDS = ("the keeper lit lamp at dusk boat left harbour early market closed before noon storm "
@@ -294,10 +294,20 @@ print(json.dumps([op for op in json.loads(sys.argv[1]) if op_def_registry.get(op
 """
 
 
+def saved_model_proto(directory):
+    from tensorflow.core.protobuf import saved_model_pb2
+    return saved_model_pb2.SavedModel.FromString((directory / "saved_model.pb").read_bytes())
+
+
+def signature_defs(directory):
+    """The SignatureDefs of the `serve` MetaGraph, as TF Serving reads them."""
+    return next(meta.signature_def for meta in saved_model_proto(directory).meta_graphs
+                if "serve" in meta.meta_info_def.tags)
+
+
 def exported_ops(directory):
     """Every op type in the SavedModel's graphs, inside functions too."""
-    from tensorflow.core.protobuf import saved_model_pb2
-    saved = saved_model_pb2.SavedModel.FromString((directory / "saved_model.pb").read_bytes())
+    saved = saved_model_proto(directory)
     ops = set()
     for meta in saved.meta_graphs:
         library = meta.graph_def.library
@@ -483,3 +493,73 @@ def test_a_head_and_tail_export_answers_as_run_classifier(vocab_file):
     np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5, rtol=0)
     head = _python_probabilities(model, vocab_file, documents)
     assert np.abs(head - expected).max() > 0.01  # the cut differs from the head's
+
+
+@pytest.fixture(scope="module")
+def warmed(exported, vocab_file, tmp_path_factory):
+    """Each export's warm-up requests (the document classifier's too), replayed in a TF-only
+    process: {name: (directory, requests, results)}."""
+    keras.utils.set_random_seed(9)
+    document = export.DocumentClassifierExport(BertClassifier(CONFIG, 3), vocab_file, True, SEQ,
+                                               ["a", "b", "c"], doc_stride=7, aggregation="mean")
+    directories = {name: directory for name, (directory, _) in exported.items()}
+    directories["document"] = pathlib.Path(export.save_versioned(
+        document, str(tmp_path_factory.mktemp("document"))))
+    requests = {name: warmup_requests(directory) for name, directory in directories.items()}
+    answers = serve_many([(directories[name], requests[name], []) for name in directories])
+    return {name: (directories[name], requests[name], results)
+            for name, results in zip(directories, answers)}
+
+
+WARMED = [*EXPORTS, "document"]
+
+
+@pytest.mark.parametrize("name", WARMED)
+def test_the_warmup_file_has_short_and_long_requests_for_every_signature(warmed, vocab_file,
+                                                                          name):
+    directory, requests, _ = warmed[name]
+    assert {signature for signature, _ in requests} == set(signature_defs(directory)) - {
+        "__saved_model_init_op"}
+    tokenizer = tokenization.FullTokenizer(vocab_file, True)
+    lengths = {}  # signature -> each request's longest row, in pieces or in T
+    for signature, inputs in requests:
+        if signature == "ids":
+            assert sorted(inputs) == ["input_ids", "input_mask", "segment_ids"]
+            assert {value.dtype for value in inputs.values()} == {np.dtype(np.int32)}
+            assert (inputs["input_ids"][:, 0] == VOCAB.index("[CLS]")).all()
+            longest = inputs["input_ids"].shape[1]
+        else:
+            rows = [row for value in inputs.values() for row in np.ravel(value)]
+            longest = max(len(tokenizer.tokenize(row)) for row in rows)
+        lengths.setdefault(signature, []).append(longest)
+    for signature, longest in lengths.items():
+        if signature == "ids":
+            assert min(longest) < SEQ and max(longest) == SEQ, longest
+        else:
+            assert min(longest) < SEQ - 2 and max(longest) > SEQ, longest
+
+
+@pytest.mark.parametrize("name", WARMED)
+def test_every_warmup_request_answers_each_of_its_rows(warmed, name):
+    _, requests, results = warmed[name]
+    for (signature, inputs), result in zip(requests, results):
+        assert_same_outputs(result["session"], result["object_loader"])
+        rows = len(next(iter(inputs.values())))
+        assert all(len(value) == rows for value in result["session"].values()), signature
+
+
+def test_a_signature_without_warmup_requests_leaves_no_version(tmp_path):
+    """The warm-up file is written inside the atomic save: no version appears without it."""
+    class FloatExport(export.ServingModule):
+        def signatures(self):
+            return {"serving_default": tf.function(
+                lambda x: {"y": self.model(x)}, input_signature=[tf.TensorSpec([None, 3])])}
+
+        def warmup_batches(self):
+            return [["the keeper"]], []
+
+    layer = keras.layers.Dense(2)
+    layer.build((None, 3))
+    with pytest.raises(ValueError, match=r"no warm-up request for signature 'serving_default'"):
+        export.save_versioned(FloatExport(layer, "float_export"), str(tmp_path))
+    assert list(tmp_path.iterdir()) == []

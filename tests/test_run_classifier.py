@@ -18,7 +18,7 @@ from modeling.checkpoints import name_based
 from modeling.models.classifier import BertClassifier
 from scripts import (logical_cpus_command, run_on_logical_cpus, run_script, run_workers,
                      script_command, script_env)
-from serving import read_features, serve
+from serving import assert_same_outputs, read_features, serve, warmup_requests
 
 SEQ = 24
 PAIRS = [  # invented
@@ -162,10 +162,17 @@ def test_savedmodel_served_by_tensorflow_alone_equals_do_predict(trained):
     root, _ = trained
     versions = [p for p in (root / "serving").iterdir() if not p.name.startswith(".")]
     assert len(versions) == 1 and versions[0].name.isdigit()
-    text, ids = serve(versions[0], [
+    warmup = warmup_requests(versions[0])
+    text, ids, *warmed = serve(versions[0], [
         ("serving_default", {"text_a": [a for a, _ in TEST_ROWS],
                              "text_b": [b for _, b in TEST_ROWS]}),
-        ("ids", read_features(root / "out/predict.tf_record", SEQ))])
+        ("ids", read_features(root / "out/predict.tf_record", SEQ))] + warmup)
+    # TF Serving's warm-up file, made of the real vocabulary: every request answers.
+    assert sorted({signature for signature, _ in warmup}) == ["ids", "serving_default"]
+    assert max(len(row.split()) for _, inputs in warmup for row in inputs.get("text_a", [])) > SEQ
+    for (_, inputs), result in zip(warmup, warmed):
+        assert_same_outputs(result["session"], result["object_loader"])
+        assert len(result["session"]["labels"]) == len(inputs[next(iter(inputs))])
     expected = read_test_results(root / "out/test_results.tsv")
     for loader in ("session", "object_loader"):
         np.testing.assert_allclose(text[loader]["probabilities"], expected, atol=1e-5, rtol=0)

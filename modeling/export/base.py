@@ -9,6 +9,7 @@ import weakref
 import tensorflow as tf
 
 from modeling import files
+from modeling.export import warmup
 
 LABELS_ASSET = "labels.txt"
 
@@ -22,6 +23,9 @@ class ServingModule(tf.Module):
     wrapped variable, which nothing restores: TF Serving's loader and `saved_model_cli` then
     fail with "Could not find variable ...". Tracking the wrapped variables themselves gives
     one graph variable each, restored by the restore op and read by the signatures.
+
+    Every export sets `tokenizer` (its `GraphTokenizer`) and `max_seq_length`, from which its
+    warm-up requests are made.
     """
 
     def __init__(self, model, name):
@@ -33,6 +37,18 @@ class ServingModule(tf.Module):
     def signatures(self):
         """The serving signatures: a dict of name -> `tf.function` with an input signature."""
         raise NotImplementedError
+
+    def warmup_batches(self):
+        """The rows of TF Serving's warm-up requests (`modeling.export.warmup`), short and long.
+
+        Returns:
+          (texts, ids): `warmup.sample_texts` for the text signatures and `warmup.sample_ids`
+          for the `ids` signatures, of the export's vocabulary and max_seq_length.
+        """
+        vocab = self.tokenizer.vocab
+        return (warmup.sample_texts(vocab, self.max_seq_length),
+                warmup.sample_ids(vocab, self.tokenizer.cls_id, self.tokenizer.sep_id,
+                                  self.max_seq_length))
 
 
 def _wrapped_variable(variable):
@@ -119,7 +135,8 @@ def label_table(label_names):
 
 def save_versioned(module, export_dir):
     """Saves `module` to `export_dir/<version>/`, the layout TF Serving watches, atomically:
-    the version (seconds since the epoch, as the Estimator's) appears only once complete.
+    the version (seconds since the epoch, as the Estimator's) appears only once complete, with
+    its warm-up requests (`assets.extra/tf_serving_warmup_requests`).
 
     Returns:
       The version directory.
@@ -131,5 +148,7 @@ def save_versioned(module, export_dir):
     final = os.path.join(export_dir, str(version))
     # Written as <version>.tmp-<pid>, a name TF Serving does not take for a version.
     with files.atomic_path(final) as temp:
-        tf.saved_model.save(module, temp, signatures=module.signatures())
+        signatures = module.signatures()
+        tf.saved_model.save(module, temp, signatures=signatures)
+        warmup.write_requests(temp, signatures, *module.warmup_batches())
     return final

@@ -107,6 +107,12 @@ class DocumentClassifierExport(ClassifierExport):
         super().__init__(model, vocab_file, do_lower_case, max_seq_length, label_names, False)
         self.doc_stride, self.aggregation = doc_stride, aggregation
 
+    def warmup_batches(self):
+        texts, ids = super().warmup_batches()
+        # A document without word pieces fails the request, and a failed warm-up request
+        # fails the model's load: no empty row.
+        return [[row for row in batch if row] for batch in texts], ids
+
     def _classify_text(self, text_a, text_b=None):
         (text_a,) = checked_rows({"text_a": text_a})
         ids = self.tokenizer(text_a)  # [B, (N)]

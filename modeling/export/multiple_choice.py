@@ -16,6 +16,7 @@ class MultipleChoiceExport(ServingModule):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(model, name="multiple_choice_export")
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
+        self.max_seq_length = max_seq_length
         self.packer = BertInputPacker(max_seq_length, self.tokenizer.cls_id,
                                       self.tokenizer.sep_id)
         self.vocab = tf.saved_model.Asset(vocab_file)
