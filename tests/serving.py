@@ -3,7 +3,8 @@
 - `serve(...)`: a fresh Python process that imports only `tensorflow` and `tensorflow_text`
   runs each request through `tf.saved_model.load` (the TF2 object loader) and through the TF1
   session loader (MetaGraph import, the SavedModel's restore op, then `Session.run` fed and
-  fetched by the signature's tensor names: what TF Serving's C++ loader does).
+  fetched by the signature's tensor names: what TF Serving's C++ loader does). `serve_many`
+  and `serve_once` take another Python too: another TensorFlow's venv.
 - `serve_once(...)`: TF Serving's C++ loader itself (`tensorflow::LoadSavedModel`), through
   the `serve_once` program of ../shared/tools/tf_serving_loader, built here from the wheel.
 """
@@ -143,14 +144,15 @@ def serve(export_dir, requests, loose_requests=()):
     return serve_many([(export_dir, requests, loose_requests)])[0]
 
 
-def serve_many(jobs):
-    """`serve` for several (export_dir, requests, loose_requests), in one process."""
+def serve_many(jobs, python=sys.executable):
+    """`serve` for several (export_dir, requests, loose_requests), in one process of `python`
+    (a Python with tensorflow and tensorflow_text: this one's, or another TensorFlow's)."""
     payload = [[str(directory), [_request(s, i, False) for s, i in requests]
                 + [_request(s, i, True) for s, i in loose]] for directory, requests, loose in jobs]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(payload, file)
     try:
-        process = subprocess.run([sys.executable, "-c", _CLIENT, file.name],
+        process = subprocess.run([python, "-c", _CLIENT, file.name],
                                  capture_output=True, text=True, timeout=600,
                                  env=script_env(PYTHONPATH=""), cwd=tempfile.gettempdir())
     finally:
@@ -202,13 +204,10 @@ def assert_same_outputs(actual, expected, atol=1e-5):
             assert got.tolist() == value.tolist(), name
 
 
-TEXT_OP_LIBRARIES = "tensorflow_text/python/ops"
-
-
 @functools.lru_cache(maxsize=None)
-def serve_once_binary():
-    """Builds ../shared/tools/tf_serving_loader/serve_once against the installed TensorFlow
-    (about 15-30 s, once per test session); skips when it cannot be built here."""
+def serve_once_binary(python=sys.executable):
+    """Builds ../shared/tools/tf_serving_loader/serve_once against the TensorFlow of `python`
+    (about 15-30 s, once per test session and Python); skips when it cannot be built here."""
     build = SHARED / "tools/tf_serving_loader/build.sh"
     if not build.exists():
         pytest.skip(f"{build} is absent: TF Serving's loader is built from ../shared/tools")
@@ -216,31 +215,35 @@ def serve_once_binary():
         pytest.skip("no C++ compiler (g++ or $CXX) to build TF Serving's loader")
     binary = os.path.join(tempfile.mkdtemp(prefix="serve_once_"), "serve_once")
     process = subprocess.run(["bash", str(build), binary], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHON=sys.executable), timeout=600)
+                             env=dict(os.environ, PYTHON=python), timeout=600)
     assert process.returncode == 0, f"serve_once did not build:\n{process.stderr[-3000:]}"
     return binary
 
 
-def text_op_libraries():
-    """Every tensorflow-text op library: the model server links them all in."""
-    import tensorflow_text
-    directory = os.path.join(os.path.dirname(tensorflow_text.__file__), "python/ops")
+@functools.lru_cache(maxsize=None)
+def text_op_libraries(python=sys.executable):
+    """Every tensorflow-text op library of `python`: the model server links them all in."""
+    process = subprocess.run([python, "-c", "import importlib.util, os; print(os.path.dirname("
+                              "importlib.util.find_spec('tensorflow_text').origin))"],
+                             capture_output=True, text=True, check=True, timeout=60)
+    directory = os.path.join(process.stdout.strip(), "python/ops")
     return sorted(os.path.join(directory, name) for name in os.listdir(directory)
                   if name.endswith(".so"))
 
 
-def serve_once(export_dir, signature, strings=None, int32=None):
+def serve_once(export_dir, signature, strings=None, int32=None, python=sys.executable):
     """Runs one request through TF Serving's C++ loader.
 
     Args:
       strings: {input name: list of str} (1-D string inputs; rows may not contain "|").
       int32: {input name: int array [rows, cols]}.
+      python: the Python whose TensorFlow and tensorflow-text the loader is built from.
 
     Returns:
       (exit status, outputs dict of numpy arrays or None, stderr).
     """
-    args = [serve_once_binary(), str(export_dir), signature]
-    args += [f"--op_library={path}" for path in text_op_libraries()]
+    args = [serve_once_binary(python), str(export_dir), signature]
+    args += [f"--op_library={path}" for path in text_op_libraries(python)]
     for name, rows in (strings or {}).items():
         assert not any("|" in row or "\n" in row for row in rows)
         args.append(f"--string={name}={'|'.join(rows)}")

@@ -106,29 +106,67 @@ def _multiple_choice(vocab):
     return module, [("serving_default", {"context": SENTENCES[::-1], "endings": endings})]
 
 
+# The other exports of run_classifier.py: a single text, and long documents read by windows
+# (--doc_stride) and by their head and tail (--truncation=head_tail).
+def _single_text_classifier(vocab):
+    model = BertClassifier(CONFIG, num_labels=2)
+    module = export.ClassifierExport(model, vocab, True, SEQ, ["no", "yes"], False)
+    return module, [("serving_default", {"text_a": SENTENCES}),
+                    ("ids", ids_inputs(3, SEQ, seed=4))]
+
+
+def _document_windows(vocab):
+    module = export.DocumentClassifierExport(_input_sensitive_classifier(3, seed=5), vocab, True,
+                                             SEQ, ["a", "b", "c"], doc_stride=7,
+                                             aggregation="mean")
+    return module, [("serving_default", {"text_a": _documents(9, seed=4)}),
+                    ("ids", ids_inputs(4, SEQ, seed=5))]
+
+
+def _head_tail(vocab):
+    module = export.ClassifierExport(_input_sensitive_classifier(2, seed=6), vocab, True, SEQ,
+                                     ["a", "b"], False, truncation="head_tail")
+    return module, [("serving_default", {"text_a": _documents(5, seed=8) + [""]}),
+                    ("ids", ids_inputs(3, SEQ, seed=6))]
+
+
 CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=SEQ,
                     type_vocab_size=2)
 EXPORTS = {"classifier": _classifier, "regression": _regression, "squad": _squad,
            "tagger": _tagger, "multiple_choice": _multiple_choice}
+# Saved for the op checks below (`every_export`) and for tests/test_serving_compat.py.
+OTHER_EXPORTS = {"single_text_classifier": _single_text_classifier,
+                 "document_windows": _document_windows, "head_tail": _head_tail}
 # The input of each export's text signature that carries one row per example.
 TEXT_INPUTS = {"classifier": ("text_a", "text_b"), "regression": ("text_a",),
                "squad": ("question", "context"), "tagger": ("text",),
                "multiple_choice": ("context", "endings")}
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """Every export of a random tiny model, saved as run_X.py saves it: {name: (dir, requests)}."""
-    root = tmp_path_factory.mktemp("exports")
+def save_exports(root, builders):
+    """Each export of `builders` ({name: builder}) of a random tiny model, saved under `root`
+    as run_X.py saves it: {name: (version directory, requests)}."""
     vocab = root / "vocab.txt"
     vocab.write_text("".join(f"{token}\n" for token in VOCAB), "utf-8")
     saved = {}
-    for name, build in EXPORTS.items():
+    for name, build in builders.items():
         keras.utils.set_random_seed(len(name))
         module, requests = build(str(vocab))
         saved[name] = (pathlib.Path(export.save_versioned(module, str(root / name))), requests)
     return saved
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Every export of EXPORTS: {name: (dir, requests)}."""
+    return save_exports(tmp_path_factory.mktemp("exports"), EXPORTS)
+
+
+@pytest.fixture(scope="module")
+def every_export(exported, tmp_path_factory):
+    """`exported` and OTHER_EXPORTS: every kind of export the scripts write."""
+    return {**exported, **save_exports(tmp_path_factory.mktemp("other_exports"), OTHER_EXPORTS)}
 
 
 @pytest.fixture(scope="module")
@@ -305,20 +343,27 @@ def signature_defs(directory):
                 if "serve" in meta.meta_info_def.tags)
 
 
-def exported_ops(directory):
-    """Every op type in the SavedModel's graphs, inside functions too."""
+def exported_nodes(directory):
+    """Every node (NodeDef) of the SavedModel's graphs, inside functions too, but the calls of
+    its own functions."""
     saved = saved_model_proto(directory)
-    ops = set()
+    nodes = []
     for meta in saved.meta_graphs:
         library = meta.graph_def.library
         functions = {function.signature.name for function in library.function}
-        ops |= {node.op for node in meta.graph_def.node}
-        ops |= {node.op for function in library.function for node in function.node_def}
-    return ops - functions
+        graph_nodes = [*meta.graph_def.node,
+                       *(node for function in library.function for node in function.node_def)]
+        nodes += [node for node in graph_nodes if node.op not in functions]
+    return nodes
 
 
-def test_every_exported_op_is_core_tensorflow_or_a_served_text_op(exported):
-    ops = set().union(*(exported_ops(directory) for directory, _ in exported.values()))
+def exported_ops(directory):
+    """Every op type in the SavedModel's graphs, inside functions too."""
+    return {node.op for node in exported_nodes(directory)}
+
+
+def test_every_exported_op_is_core_tensorflow_or_a_served_text_op(every_export):
+    ops = set().union(*(exported_ops(directory) for directory, _ in every_export.values()))
     # Core: registered in a process that has imported only tensorflow.
     process = subprocess.run([sys.executable, "-c", _CORE_OPS, json.dumps(
         sorted(ops))], capture_output=True, text=True, env=script_env(PYTHONPATH=""),
@@ -328,6 +373,52 @@ def test_every_exported_op_is_core_tensorflow_or_a_served_text_op(exported):
     assert not_core <= SERVED_TEXT_OPS, sorted(not_core - SERVED_TEXT_OPS)
     assert not [op for op in ops if UNSERVED_OPS.search(op)]
     assert "FastWordpieceTokenizeWithOffsets" in ops and len(ops) > 50
+
+
+# The ops of TF Serving 2.20: tools/list_registered_ops.py, run with TensorFlow 2.20.0 and
+# tensorflow-text 2.20.1 (its header says how).
+TF_SERVING_2_20_OPS = ROOT / "tests/golden/tf2.20_registered_ops.txt"
+
+
+def registered_ops(path):
+    """{op name: set of its attr names} of a file written by tools/list_registered_ops.py."""
+    lines = path.read_text("utf-8").splitlines()
+    return {name: set(attrs) for name, *attrs in
+            (line.split() for line in lines if not line.startswith("#"))}
+
+
+def unregistered(nodes, registered):
+    """What of `nodes` (NodeDefs) a TensorFlow that registers `registered` ({op: attr names})
+    cannot import: each op it lacks ("Op"), each attr set on a node that the op lacks
+    ("Op.attr"; attrs starting with "_" are the runtime's own). Sorted."""
+    missing = set()
+    for node in nodes:
+        if node.op not in registered:
+            missing.add(node.op)
+            continue
+        missing |= {f"{node.op}.{attr}" for attr in node.attr
+                    if not attr.startswith("_") and attr not in registered[node.op]}
+    return sorted(missing)
+
+
+def test_tf_serving_2_20_registers_every_exported_op_and_attr(every_export):
+    """TF Serving 2.20 (TensorFlow 2.20 and tensorflow-text 2.20's ops) imports every node of
+    every export: an op of 2.21 only would fail ("Op type not registered"), and so would an attr
+    that an op gained in 2.21 ("NodeDef mentions attr ... not in Op"). .ci/serving-compat
+    serves every export in TensorFlow 2.20 itself."""
+    assert set(every_export) == set(EXPORTS) | set(OTHER_EXPORTS)
+    header = TF_SERVING_2_20_OPS.read_text("utf-8").splitlines()[0]
+    assert "TensorFlow 2.20.0 with tensorflow-text 2.20.1's" in header, header
+    registered = registered_ops(TF_SERVING_2_20_OPS)
+    problems = [f"{name}: {', '.join(found)}" for name, found in (
+        (name, unregistered(exported_nodes(directory), registered))
+        for name, (directory, _) in every_export.items()) if found]
+    assert not problems, "not in TensorFlow 2.20: " + "; ".join(problems)
+    # The attrs are checked: TensorListGetItem has an attr of 2.21 that 2.20 lacks.
+    node = tf.compat.v1.NodeDef(op="TensorListGetItem",
+                                attr={"Tshape": tf.compat.v1.AttrValue(type="DT_INT32")})
+    assert unregistered([node, tf.compat.v1.NodeDef(op="DecodeJxl")], registered) == [
+        "DecodeJxl", "TensorListGetItem.Tshape"]
 
 
 BAD_REQUESTS = [
