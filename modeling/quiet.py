@@ -4,6 +4,7 @@ TensorFlow prints lines on import and on first use of a device that no environme
 turns off: its logging is not yet configured (`WARNING: All log messages before
 absl::InitializeLog() is called are written to STDERR`), so `TF_CPP_MIN_LOG_LEVEL` does not
 apply to them. On a machine without a GPU they include an error-level `failed call to cuInit`.
+XLA's cache adds three false alarms at error level for every program it loads.
 A user of our scripts should see our lines; TensorFlow's diagnostics when they ask for them.
 
 `install()`, called by every script before anything imports TensorFlow:
@@ -62,6 +63,15 @@ NOISE = tuple(re.compile(pattern) for pattern in (
     # Error-level, but only a notice that int64 ops use Eigen's kernels (a SavedModel's lookups).
     r"oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default "
     r"Eigen-based implementation if present\.",
+    # Three error-level lines for every entry the XLA cache (--xla_cache_dir) loads, both false
+    # alarms. TensorFlow tries each entry as a text proto before reading it as the binary one it
+    # is. XLA then compares the CPU features the entry was compiled for with the host's, and
+    # counts LLVM's tuning hints prefer-no-gather/-scatter among them, which no host lists
+    # (openxla/xla#44565): it warns of SIGILL, then loads the entry. A missing instruction set
+    # names another feature, and is shown.
+    r"Error parsing text-format tensorflow\.XlaSerializedCacheEntry: ",
+    r"Loading XLA:CPU AOT result\. Target machine feature \+prefer-no-(gather|scatter) is not "
+    r"+supported on the host machine\.",
 ))
 # The error that follows "Could not find cuda drivers": no driver, so no GPU to initialize. On
 # a machine with a driver (no such line before it) cuInit failing is a real error, and shown.

@@ -28,6 +28,18 @@ STARTUP = [
     "E0000 00:00:1795476155.745895    1005 cuda_platform.cc:52] failed call to cuInit: "
     "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
 ]
+# What every program loaded from XLA's cache prints (--xla_cache_dir), features abridged.
+_FEATURES = ("Compile machine features: [+64bit,+avx512f,+prefer-no-scatter,+prefer-no-gather] vs "
+             "host machine features: [64bit,avx512f]. This could lead to execution errors such "
+             "as SIGILL.")
+XLA_CACHE = [
+    "E0000 00:00:1795795700.992816   15469 text_format.cc:378] Error parsing text-format "
+    "tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 6",
+    *(f"E0000 00:00:1795795700.994281   15469 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "
+      f"Target machine feature +prefer-no-{kind} is not  supported on the host machine. Machine "
+      f"type used for XLA:CPU compilation doesn't match the machine type for execution. "
+      f"{_FEATURES}" for kind in ("scatter", "gather")),
+]
 REAL_ERROR = ("E0000 00:00:1795476155.745895    1005 kernel.cc:52] something real broke: "
               "INTERNAL: out of memory")
 
@@ -46,6 +58,12 @@ def test_the_filter_drops_startup_lines_and_keeps_everything_else():
     out = b"".join(line_filter.feed(data[i:i + 7]) for i in range(0, len(data), 7))
     out += line_filter.flush()
     assert _lines(out) == [ours, REAL_ERROR + "\n", "Traceback (most recent call last):\n"]
+
+
+def test_the_xla_caches_false_alarms_are_dropped_a_missing_instruction_set_kept():
+    missing = XLA_CACHE[1].replace("+prefer-no-scatter is", "+avx512bf16 is")
+    stream = "".join(line + "\n" for line in XLA_CACHE + [missing])
+    assert quiet.LineFilter().feed(stream.encode()) == (missing + "\n").encode()
 
 
 def test_cuinit_failing_is_shown_where_a_driver_was_found():

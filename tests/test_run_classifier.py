@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA, REFS
+from conftest import DATA, REFS, ROOT
 from modeling import BertConfig
 from modeling.checkpoints import name_based
 from modeling.models.classifier import BertClassifier
@@ -112,6 +112,31 @@ def test_training_keeps_its_xla_compilations_for_the_next_run(trained):
     entries = list(machine.glob("*.pb"))  # the fused passes, the update: one per shape
     assert len(entries) >= 4
     assert not os.listdir(machine / ".runs")  # the run's private copy is gone
+
+
+def test_a_rerun_on_the_warm_xla_cache_prints_only_our_lines(trained):
+    """A second run as a user makes it (TF_CPP_MIN_LOG_LEVEL unset), on the compilations the
+    first one kept: every program loads from the cache, and stderr holds our lines only."""
+    root, _ = trained
+    cache = next((root / "xla_cache").iterdir())
+    kept = sorted(path.name for path in cache.glob("*.pb"))
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    process = subprocess.run(script_command("run_classifier.py", *classifier_flags(
+        root / "data", root / "config.json", root / "rerun", "--do_train",
+        f"--xla_cache_dir={root / 'xla_cache'}")), capture_output=True, text=True, env=env,
+        timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert sorted(path.name for path in cache.glob("*.pb")) == kept  # nothing compiled anew
+    ours = {path.name for path in ROOT.glob("*.py")} | {
+        path.name for path in (ROOT / "modeling").rglob("*.py")}
+    lines = process.stderr.splitlines()
+    assert len(lines) > 3 and [line for line in lines if _writer(line) not in ours] == []
+
+
+def _writer(line):
+    """The file named by an absl or TensorFlow log line's prefix; None for another line."""
+    match = re.match(r"[IWEF]\d{4} [\d:.]+ +\d+ ([\w.\-]+):\d+\] ", line)
+    return match and match.group(1)
 
 
 def test_train_eval_predict_write_the_original_outputs(trained):
