@@ -73,10 +73,16 @@ NOISE = tuple(re.compile(pattern) for pattern in (
     r"Loading XLA:CPU AOT result\. Target machine feature \+prefer-no-(gather|scatter) is not "
     r"+supported on the host machine\.",
 ))
-# The error that follows "Could not find cuda drivers": no driver, so no GPU to initialize. On
-# a machine with a driver (no such line before it) cuInit failing is a real error, and shown.
+# The error that follows "Could not find cuda drivers", or that comes on a machine without
+# NVIDIA's kernel driver: no driver, so no GPU to initialize (tf-nightly 2.23 prints it without
+# that line before it, and with a source trace after it). On a machine with a driver cuInit
+# failing is a real error, and shown.
 NO_DRIVER = re.compile(r"Could not find cuda drivers on your machine")
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 CUINIT = re.compile(r"failed call to cuInit: ")
+# The lines an error of XLA's status may end with: a header, source locations, a blank line.
+TRACE_HEADER = "=== Source Location Trace: ==="
+SOURCE_LOCATION = re.compile(r"\S+\.(cc|h):\d+$")
 _LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ [\w.\-]+:\d+\] ")
 
 # Libraries whose Python INFO records are TensorFlow's diagnostics, not our lines.
@@ -138,11 +144,17 @@ def is_noise(line, no_driver_seen=False):
 
 
 class LineFilter:
-    """Splits a byte stream into lines and drops the noise; keeps the state NO_DRIVER needs."""
+    """Splits a byte stream into lines and drops the noise, with the source trace that may
+    follow a dropped line; keeps the state NO_DRIVER needs."""
 
-    def __init__(self):
+    def __init__(self, driver_installed=None):
+        """Args: driver_installed: whether NVIDIA's kernel driver is loaded (default: whether
+        this machine has NVIDIA_DRIVER)."""
         self.pending = b""
-        self.no_driver_seen = False
+        if driver_installed is None:
+            driver_installed = os.path.exists(NVIDIA_DRIVER)
+        self.no_driver_seen = not driver_installed
+        self.after_dropped = None  # "line" or "trace": what of a dropped message came last
 
     def feed(self, data):
         """Returns the bytes to forward now: the complete lines of `data` that are not noise."""
@@ -163,9 +175,17 @@ class LineFilter:
 
     def _keep(self, line):
         text = line.rstrip(b"\r\n").decode("utf-8", "replace")
+        after, self.after_dropped = self.after_dropped, None
+        if after == "line" and text == TRACE_HEADER or after == "trace" and (
+                SOURCE_LOCATION.match(text) or not text):
+            self.after_dropped = "trace" if text else None  # a blank line ends the trace
+            return b""
         if NO_DRIVER.search(text) and _LOG_PREFIX.match(text):
             self.no_driver_seen = True
-        return b"" if text and is_noise(text, self.no_driver_seen) else line
+        if text and is_noise(text, self.no_driver_seen):
+            self.after_dropped = "line"
+            return b""
+        return line
 
 
 def _forward(read_fd, write_fd, done_fd, ack_fd):

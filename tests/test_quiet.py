@@ -68,7 +68,17 @@ def test_the_xla_caches_false_alarms_are_dropped_a_missing_instruction_set_kept(
 
 def test_cuinit_failing_is_shown_where_a_driver_was_found():
     cuinit = STARTUP[-1] + "\n"
-    assert quiet.LineFilter().feed(cuinit.encode()) == cuinit.encode()
+    assert quiet.LineFilter(driver_installed=True).feed(cuinit.encode()) == cuinit.encode()
+
+
+def test_cuinit_failing_and_its_trace_are_dropped_without_a_driver():
+    # As tf-nightly 2.23 prints it: no "Could not find cuda drivers" before, a trace after.
+    trace = STARTUP[-1].replace(".cc:52", ".cc:57") + "\n=== Source Location Trace: ===\n" \
+        "external/xla/xla/stream_executor/cuda/cuda_status.cc:50\n\n"
+    ours = "our line\n\n"
+    assert quiet.LineFilter(driver_installed=False).feed((trace + ours).encode()) == \
+        ours.encode()
+    assert quiet.LineFilter(driver_installed=True).feed(trace.encode()) == trace.encode()
 
 
 def test_partial_lines_and_carriage_returns_pass_untouched():

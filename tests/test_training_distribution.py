@@ -115,8 +115,13 @@ print(mmapped_after_a_free())
 """
 
 
+# TensorFlow 2.21's own iterators pin the threshold (its ApplyPython311MemoryPatch): the fault
+# itself, so that the probe is shown to see it. tf-nightly 2.23's no longer do.
+TENSORFLOW_PINS = tf.__version__.startswith("2.21.")
+
+
 @pytest.mark.parametrize("how, strategy, pinned", [
-    ("tensorflow", "one_device", True),  # the fault itself, so that the probe is shown to see it
+    ("tensorflow", "one_device", TENSORFLOW_PINS),
     ("ours", "one_device", False),
     ("ours", "mirrored", False),
 ])
