@@ -372,6 +372,8 @@ def test_real_glue_tasks_give_their_metrics(task, metrics, tmp_path):
                          "'mnli'"),
     ("--max_seq_length=65", "--max_seq_length=65 must be between 3 and max_position_embeddings"),
     ("--train_batch_size=0", "--train_batch_size must be positive, got 0"),
+    ("--task_name=sst-2", "train.tsv:1: does not look like SST-2's train.tsv: its header names "
+                          "column 1 'sentence', column 2 'label'; this one reads 'Quality"),
 ])
 def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
     require_shared()
@@ -382,6 +384,7 @@ def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
     assert process.returncode == 2
     assert message in process.stderr
     assert "Traceback" not in process.stderr
+    assert not (tmp_path / "out/train.tf_record").exists()  # refused before any work
 
 
 def test_a_bad_row_names_the_file_and_line(tmp_path):
