@@ -150,6 +150,10 @@ def test_train_eval_predict_write_the_original_outputs(trained):
     accuracy = float(results["eval_accuracy"])
     assert accuracy * len(PAIRS) == pytest.approx(round(accuracy * len(PAIRS)))
     assert 0 < float(results["eval_loss"]) < 5 and 0 <= float(results["eval_f1"]) <= 1
+    # Three pairs of each label: the tie goes to "0", half right and never a paraphrase.
+    assert (f"Eval: eval_accuracy {accuracy:.4f} (always guessing the majority label, 0: "
+            f"0.5000); eval_f1 {float(results['eval_f1']):.4f} (always guessing the majority "
+            f"label, 0: 0.0000)") in process.stderr
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint",
                  f"ckpt-{steps}.index"):
         assert (out / name).exists(), name
