@@ -244,13 +244,12 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         files.remove_stale_temps_in(options.output_dir)
     context = Context(options, config, tokenizer, strategy, chief, write_dir,
                       padding_is_inert=task.PADDING_IS_INERT)
-    if context.on_tpu and options.dynamic_padding:
+    if not task.PADDING_IS_INERT:
+        logging.info("This task reads the padded positions, as the original: every batch is "
+                     "padded to --max_seq_length=%d", options.max_seq_length)
+    elif context.on_tpu and options.dynamic_padding:
         logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
                      "(--dynamic_padding ignored)", options.max_seq_length)
-    elif options.dynamic_padding and not task.PADDING_IS_INERT:
-        logging.info("This task reads the padded positions, as the original: every batch is "
-                     "padded to --max_seq_length=%d (--dynamic_padding ignored)",
-                     options.max_seq_length)
     logging.info("Batches: %s", context.padding)
     context.trainer = trainer = task.build_trainer(
         strategy, config, options, max(num_train_steps, 1),
