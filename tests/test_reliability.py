@@ -720,3 +720,39 @@ def test_a_tf_config_that_is_not_json_is_named(tmp_path, vocab, config_file, mon
     with pytest.raises(ValueError, match=r"^TF_CONFIG is not JSON: Expecting value at line 1 "
                                          r"column 13 \(char 12\)$"):
         options.check()
+
+
+# --- A diverging run is stopped, not published -----------------------------------------------
+
+@pytest.mark.parametrize("script", ["run_classifier.py", "run_pretraining.py"])
+def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path, vocab, config_file,
+                                                           script):
+    import numpy as np
+    import re
+    import tensorflow as tf
+    every_step = ["--learning_rate=1e10", "--iterations_per_loop=3", "--save_checkpoints_steps=1",
+                  "--keep_checkpoint_max=100", "--do_train", "--do_eval"]
+    if script == "run_classifier.py":
+        header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+        rows = "1\t1\t2\tthe lamp\ta lamp\n0\t3\t4\tthe keeper\ta lit lamp\n"
+        (tmp_path / "train.tsv").write_text(header + rows * 10)
+        (tmp_path / "dev.tsv").write_text(header + rows)
+        process = _classifier(tmp_path, vocab, *every_step, "--max_seq_length=16",
+                              "--train_batch_size=2", f"--export_dir={tmp_path / 'serving'}")
+    else:
+        records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+        process = _pretrain(tmp_path, config_file, records, *every_step)
+    line = _one_line_error(process, "the loss is nan", "--learning_rate=1e+10",
+                           "--warmup_proportion", "--precision=float32")
+    step = int(re.search(r"error: step (\d+): ", line).group(1))
+    out = tmp_path / "out"
+    saved = sorted(int(path.name[5:-6]) for path in out.glob("ckpt-*.index"))
+    assert step > 1 and saved == list(range(1, step)), (line, saved)
+    assert f"ckpt-{step - 1}, the newest checkpoint, is the last finite one" in line
+    assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step - 1}")
+    reader = tf.train.load_checkpoint(str(out / f"ckpt-{step - 1}"))
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+        assert not dtype.is_floating or np.isfinite(reader.get_tensor(name)).all(), name
+    assert not (out / "export").exists() and not (out / "eval_results.txt").exists()
+    assert not (tmp_path / "serving").exists()
+
