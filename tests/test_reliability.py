@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 from modeling import files
 from modeling.data import text
-from scripts import dead_pid, run_script
+from scripts import dead_pid, run_script, script_command, script_env
 
 SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "bert_config_tiny.json"
@@ -558,35 +558,54 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
     assert not (tmp_path / "training.lock").exists()
 
 
-def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
-    """A real full disk: --output_dir on a 300 KB tmpfs, mounted in a user namespace of the
-    script's own (where the kernel lets unprivileged users make one). The records fit; the
-    first checkpoint (1.4 MB with its Adam slots) does not."""
+def _on_a_small_disk(mount, size, command, listed):
+    """Runs `command` (argv) with a `size` tmpfs mounted at `mount`: a real full disk, in a user
+    and mount namespace of its own (where the kernel lets unprivileged users make one; else the
+    test is skipped). Returns the CompletedProcess; its stdout lists what the folder `listed`
+    holds at the end, read inside the namespace, which its tmpfs goes with."""
     import shlex
-    from scripts import script_command, script_env
-    mount = tmp_path / "small"
     mount.mkdir()
-    mount_command = f"mount -t tmpfs -o size=300k none {shlex.quote(str(mount))}"
+    mount_command = f"mount -t tmpfs -o size={size} none {shlex.quote(str(mount))}"
     if subprocess.run(["unshare", "-r", "-m", "sh", "-c", mount_command],
                       capture_output=True).returncode != 0:
         pytest.skip("no unprivileged user and mount namespaces here (unshare -r -m)")
+    return subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", f"{mount_command} && {shlex.join(command)}; "
+         f"status=$?; ls -A {shlex.quote(str(listed))}; exit $status"],
+        capture_output=True, text=True, env=script_env(), timeout=600)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
+    """--output_dir on a 300 KB disk: the records fit; the first checkpoint (1.4 MB with its
+    Adam slots) does not."""
     (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
                                         + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
     (tmp_path / "config.json").write_text(json.dumps(dict(json.loads(CONFIG.read_text()),
                                                           vocab_size=10)))
-    out = mount / "out"
-    command = shlex.join(script_command(
+    out = tmp_path / "small" / "out"
+    process = _on_a_small_disk(tmp_path / "small", "300k", script_command(
         "run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
         f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'config.json'}",
         f"--output_dir={out}", "--do_train", "--max_seq_length=16", "--train_batch_size=2",
-        "--num_train_epochs=0.5"))
-    # What is left is listed inside the namespace: its tmpfs goes with it.
-    process = subprocess.run(
-        ["unshare", "-r", "-m", "sh", "-c", f"{mount_command} && {command}; status=$?; "
-         f"ls -A {shlex.quote(str(out))}; exit $status"],
-        capture_output=True, text=True, env=script_env(), timeout=600)
+        "--num_train_epochs=0.5"), out)
     _one_line_error(process, f"{out / 'ckpt-1'}: no space left on device", "MB needed")
     assert sorted(process.stdout.split()) == ["train", "train.tf_record"], process.stdout
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_under_create_pretraining_data_is_one_line_and_leaves_nothing(
+        tmp_path, vocab, workers):
+    """Records of about 680 KB onto a 200 KB disk; with two workers, each shard's alone is more
+    than the disk holds."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the keeper lit the lamp.\na lamp lit a keeper.\nthe lamp.\n\n" * 200)
+    out = tmp_path / "small" / "out.tfrecord"
+    process = _on_a_small_disk(tmp_path / "small", "200k", script_command(
+        "create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={out}",
+        f"--vocab_file={vocab}", "--max_seq_length=32", "--dupe_factor=5",
+        f"--num_workers={workers}"), out.parent)
+    _one_line_error(process, f"{out}: no space left on device", "KB needed", "free in")
+    assert process.stdout.split() == [], process.stdout
 
 
 def test_converting_a_keras_file_onto_itself_is_refused(tmp_path, tiny_model_files):
