@@ -712,10 +712,14 @@ def test_input_files_that_cannot_be_read_are_refused_by_the_options(tmp_path, vo
     options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(missing)})
     with pytest.raises(ValueError, match=f"--{flag}={missing} does not exist"):
         options.check()
-    # A pipe is read as given (`--vocab_file=<(zcat vocab.txt.gz)`): not opened by the check.
+    # A pipe (`--vocab_file=<(zcat vocab.txt.gz)`) would be read more than once (the export
+    # copies the vocabulary, pre-training the config): refused, and not opened, which would
+    # wait for a writer.
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(pipe)}).check()
+    options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(pipe)})
+    with pytest.raises(ValueError, match=f"--{flag}={pipe} is a pipe, not a regular file"):
+        options.check()
 
 
 def test_query_savedmodel_names_a_missing_export_dir(tmp_path):
@@ -775,3 +779,36 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path, vocab, con
     assert not (out / "export").exists() and not (out / "eval_results.txt").exists()
     assert not (tmp_path / "serving").exists()
 
+
+# --- Streams: refused up front, since every script reads its inputs more than once -----------
+
+def test_run_pretraining_refuses_a_named_pipe_without_reading_it(tmp_path, config_file):
+    records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+    fifo = tmp_path / "tr.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f'cat "{records}" > "{fifo}"'])
+    try:
+        process = subprocess.run(script_command(
+            "run_pretraining.py", f"--input_file={fifo}", f"--output_dir={tmp_path / 'out'}",
+            f"--bert_config_file={config_file}", "--max_seq_length=16",
+            "--max_predictions_per_seq=3", "--train_batch_size=8", "--num_train_steps=2",
+            "--do_train"), capture_output=True, text=True, env=script_env(), timeout=120)
+        line = _one_line_error(process, f"--input_file={fifo} is a pipe", "write it to a file")
+        assert writer.poll() is None, line  # the pipe was never opened: its writer still waits
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+@pytest.mark.parametrize("stdin", ["pipe", "null_device"])
+def test_create_pretraining_data_refuses_stdin_naming_it(tmp_path, vocab, corpus, stdin):
+    out = tmp_path / "out.tfrecord"
+    process = subprocess.run(
+        script_command("create_pretraining_data.py", "--input_file=/dev/stdin",
+                       f"--output_file={out}", f"--vocab_file={vocab}"),
+        input=corpus.read_text() if stdin == "pipe" else None,
+        stdin=None if stdin == "pipe" else subprocess.DEVNULL, capture_output=True, text=True,
+        env=script_env(), timeout=120)
+    kind = "a pipe" if stdin == "pipe" else "a character device"
+    _one_line_error(process, f"--input_file=/dev/stdin is {kind}, not a regular file")
+    assert not list(tmp_path.glob("out*"))
