@@ -780,6 +780,25 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path, vocab, con
     assert not (tmp_path / "serving").exists()
 
 
+@pytest.mark.parametrize("tf_config, problem", [
+    ("[]", "a JSON list, not an object"),
+    ('{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}}',
+     'a cluster but no "task" for this process'),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 1}}',
+     "the task's index 1 is not one of the 1 worker addresses"),
+    ('{"task": {"type": "worker", "index": 0}}', "a task but no cluster"),
+])
+def test_a_tf_config_that_names_no_cluster_to_join_is_named(tmp_path, vocab, config_file,
+                                                           monkeypatch, tf_config, problem):
+    """TensorFlow itself takes `[]` as one worker, and names neither TF_CONFIG nor the task."""
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   distribution_strategy="multi_worker_mirrored")
+    with pytest.raises(ValueError) as raised:
+        options.check()
+    assert str(raised.value).startswith(f"TF_CONFIG={tf_config}: {problem}"), raised.value
+
+
 # --- Streams: refused up front, since every script reads its inputs more than once -----------
 
 def test_run_pretraining_refuses_a_named_pipe_without_reading_it(tmp_path, config_file):
