@@ -641,6 +641,18 @@ def test_run_squad_refuses_two_questions_of_one_id_before_predicting(tmp_path, v
     assert not (tmp_path / "out" / "predictions.json").exists()
 
 
+def test_run_squad_refuses_an_id_that_is_no_string_before_predicting(tmp_path, vocab,
+                                                                     config_file):
+    predict = _squad_file(tmp_path / "dev.json", ["q0", 7])
+    process = run_script("run_squad.py", f"--vocab_file={vocab}",
+                         f"--bert_config_file={config_file}", f"--output_dir={tmp_path / 'out'}",
+                         "--do_predict", f"--predict_file={predict}", "--allow_untrained",
+                         "--max_seq_length=32", "--max_query_length=8", check=False)
+    _one_line_error(process, f"{predict}: data[0].paragraphs[1].qas[0]: 'id' is 7, expected "
+                             f"type str")
+    assert not (tmp_path / "out" / "predictions.json").exists()
+
+
 def test_two_swag_examples_of_one_id_are_refused_naming_both_lines(tmp_path):
     from modeling.data import multiple_choice
     header = ",sent1,sent2,ending0,ending1,ending2,ending3\n"  # the index column, unnamed
