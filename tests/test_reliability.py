@@ -476,7 +476,7 @@ def _rerun(config, directory, steps):
     """A rerun to `steps` of the run that wrote `directory`: it resumes, and has nothing left
     to train if it resumes from step `steps`."""
     pretrainer = _tiny_pretrainer(config)
-    pretrainer.train(lambda skip: pytest.fail(f"training again from step {skip}"),
+    pretrainer.train(lambda skip: pytest.fail(f"training again from step {skip}"), 4,
                      str(directory), steps, 1, 1)
     return pretrainer
 
@@ -512,6 +512,22 @@ def test_resuming_the_checkpoints_of_another_model_says_so(tmp_path, tiny_config
     assert "another model" in message and "damaged" not in message, message
     assert "intermediate/dense/kernel is (32, 37) there, (32, 41) here" in message, message
     assert (tmp_path / "ckpt-1.index").exists()
+
+
+def test_a_rerun_with_another_batch_size_is_refused_before_work(tmp_path, config_file):
+    """Its steps count other batches: resumed, it would read from the wrong place, or stop at
+    once past its fewer steps (as a finished run rerun with a larger batch did, silently)."""
+    records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+    first = _pretrain(tmp_path, config_file, records, "--do_train")
+    assert first.returncode == 0, first.stderr[-2000:]
+    kept = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()
+            if path.is_file()}
+    line = _one_line_error(_pretrain(tmp_path, config_file, records, "--do_train",
+                                     "--train_batch_size=16"),
+                           "--train_batch_size=16, but", "ckpt-12 was trained with "
+                           "--train_batch_size=8", "another --output_dir")
+    assert {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()
+            if path.is_file()} == kept, line
 
 
 def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vocab,

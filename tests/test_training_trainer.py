@@ -58,7 +58,7 @@ def _pretrainer(config, **options):
 
 def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints_steps=2):
     dataset_fn = lambda skip: tf.data.Dataset.from_tensors(_batch(pretrainer.model.config)).repeat()
-    return pretrainer.train(dataset_fn, str(directory), steps, iterations_per_loop,
+    return pretrainer.train(dataset_fn, 4, str(directory), steps, iterations_per_loop,
                             save_checkpoints_steps)
 
 
@@ -146,7 +146,7 @@ def test_a_diverging_run_saves_nothing_after_its_last_finite_checkpoint(tiny_con
     pretrainer = _pretrainer(tiny_config)
     with pytest.raises(ValueError) as raised:
         pretrainer.train(lambda skip: _batches_with_a_nan_loss_at(tiny_config, 4).skip(skip),
-                         str(tmp_path), 6, 2, 2)
+                         4, str(tmp_path), 6, 2, 2)
     assert str(raised.value).startswith(
         "step 4: the loss is nan: the run diverged; stopped before saving it (ckpt-2, the "
         "newest checkpoint, is the last finite one); look at --learning_rate=0.001, ")
@@ -167,3 +167,12 @@ def test_weights_gone_non_finite_with_a_finite_loss_are_not_saved(tiny_config, t
                                          r"was saved\)"):
         _train(pretrainer, tmp_path, 4)
     assert not list(tmp_path.glob("ckpt-*"))
+
+
+def test_a_run_resumes_only_with_the_batch_size_its_checkpoints_record(tiny_config, tmp_path):
+    _train(_pretrainer(tiny_config), tmp_path, 2)
+    dataset_fn = lambda skip: pytest.fail("trained with another batch size")
+    with pytest.raises(ValueError, match=rf"^--train_batch_size=8, but {tmp_path / 'ckpt-2'} was "
+                                         rf"trained with --train_batch_size=4"):
+        _pretrainer(tiny_config).train(dataset_fn, 8, str(tmp_path), 4, 2, 2)
+    assert _train(_pretrainer(tiny_config), tmp_path, 4) == 4  # with its own, it goes on

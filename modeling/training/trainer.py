@@ -59,8 +59,10 @@ class Trainer:
         dropout_seeds = [layer.seed_generator.state for layer in internals.all_layers(self.model)
                          if getattr(layer, "seed_generator", None) is not None]
         extra = {"loss_scale": self.loss_scale} if self.loss_scale else {}
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              dropout_seeds=dropout_seeds, **extra)
+        self._state = dict(model=self.model, optimizer=self.optimizer,
+                           dropout_seeds=dropout_seeds, **extra)
+        # What a checkpoint must hold to be resumed from; `train` saves its batch size too.
+        self.checkpoint = tf.train.Checkpoint(**self._state)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
                                              autograph=False)
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
@@ -226,7 +228,7 @@ class Trainer:
             (tf.constant(0), totals, tf.constant(0.0), tf.constant(0, tf.int64)))
         return dict(totals, diverged_at=diverged_at)
 
-    def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
+    def train(self, dataset_fn, batch_size, output_dir, num_train_steps, iterations_per_loop,
               save_checkpoints_steps, keep_checkpoints=5):
         """Trains to `num_train_steps`, resuming from the newest intact checkpoint in
         `output_dir` (`checkpoint_dir`).
@@ -234,6 +236,8 @@ class Trainer:
         Args:
           dataset_fn: callable(skip_batches) -> the global-batch training dataset, deterministic,
             starting after the batches already trained on.
+          batch_size: its global batch size, which each checkpoint records: a run resumes only
+            with the batch size it was started with.
 
         Returns:
           The global step reached.
@@ -245,6 +249,7 @@ class Trainer:
         agreed = checkpoint_dir.note_disagreement(output_dir, paths) if chief else True
         restored = self._restore_newest_intact(paths, partial=False)
         if restored:
+            checkpoint_dir.check_batch_size(restored, batch_size)
             logging.info("Resumed from %s at step %d", restored, self.global_step)
         if distribution.has_several_workers(self.strategy):
             self._check_workers_resume_together(output_dir)
@@ -255,8 +260,10 @@ class Trainer:
                                          if restored else [])
         # Every worker takes part in saving (collectives); only the chief's files are kept.
         with distribution.write_dir(self.strategy, output_dir) as directory:
+            saved = tf.train.Checkpoint(**self._state, **{
+                checkpoint_dir.BATCH_SIZE: tf.Variable(batch_size, dtype=tf.int64)})
             manager = tf.train.CheckpointManager(
-                self.checkpoint, directory, max_to_keep=keep_checkpoints if chief else 1,
+                saved, directory, max_to_keep=keep_checkpoints if chief else 1,
                 checkpoint_name=checkpoint_dir.NAME)
             return self._train_from(dataset_fn, manager, output_dir, num_train_steps,
                                     iterations_per_loop, save_checkpoints_steps, chief)
