@@ -146,6 +146,25 @@ def atomic_path(path, tag="", suffix=""):
         raise
 
 
+def rename_unless_taken(source, target):
+    """Renames the non-empty directory `source` to `target` unless that is taken, claimed by
+    the rename itself (no check before it), so that writers racing for one name (two exports
+    in one second) cannot both have it. Returns whether it was renamed."""
+    if _is_remote(target):  # no atomic rename there: a check is all there is
+        import tensorflow as tf
+        if tf.io.gfile.exists(target):
+            return False
+        tf.io.gfile.rename(source, target)
+        return True
+    try:
+        os.rename(source, target)
+    except OSError as error:
+        if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+    return True
+
+
 def write_eval_results(results, path, keys=None):
     """The original's eval_results.txt: `key = value` lines, in `keys` order, else sorted."""
     with atomic_write(path) as writer:

@@ -827,6 +827,35 @@ def test_a_tf_config_that_names_no_cluster_to_join_is_named(tmp_path, vocab, con
     assert str(raised.value).startswith(f"TF_CONFIG={tf_config}: {problem}"), raised.value
 
 
+def test_an_export_keeps_its_version_against_one_of_the_same_second_and_cleans_up(
+        tmp_path, vocab, config_file, monkeypatch):
+    """Another export finishing the same second's version while this one is written (as two
+    runs exporting into one --export_dir at once) leaves this one the next version; the
+    temporary directory of an export killed earlier (SIGTERM), of another version, is gone."""
+    import types
+    from modeling import BertConfig, export
+    from modeling.export import base
+    from modeling.models.classifier import BertClassifier
+    serving, second = tmp_path / "serving", 1_700_000_000
+    stale = serving / f"{second - 60}.tmp-{dead_pid()}"
+    stale.mkdir(parents=True)
+    (stale / "saved_model.pb").write_bytes(b"half")
+    monkeypatch.setattr(base, "time", types.SimpleNamespace(time=lambda: second))
+    write_requests = base.warmup.write_requests
+
+    def meanwhile_another_export(*args):
+        (serving / str(second)).mkdir()
+        (serving / str(second) / "saved_model.pb").write_bytes(b"the other export's")
+        write_requests(*args)
+    monkeypatch.setattr(base.warmup, "write_requests", meanwhile_another_export)
+    model = BertClassifier(BertConfig.from_json_file(config_file), num_labels=2)
+    module = export.ClassifierExport(model, str(vocab), True, 16, ["0", "1"], True)
+    assert export.save_versioned(module, str(serving)) == str(serving / str(second + 1))
+    assert (serving / str(second) / "saved_model.pb").read_bytes() == b"the other export's"
+    assert sorted(os.listdir(serving)) == [str(second), str(second + 1)]
+    assert (serving / str(second + 1) / "assets.extra" / "tf_serving_warmup_requests").exists()
+
+
 # --- Streams: refused up front, since every script reads its inputs more than once -----------
 
 def test_run_pretraining_refuses_a_named_pipe_without_reading_it(tmp_path, config_file):
