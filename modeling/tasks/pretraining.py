@@ -284,9 +284,9 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
                 options.max_predictions_per_seq, is_training=True, seed=options.seed,
                 skip_batches=skip_batches)
         with _input_errors(options.input_file):
-            pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
-                             options.iterations_per_loop, options.save_checkpoints_steps,
-                             options.keep_checkpoint_max)
+            pretrainer.train(dataset_fn, options.train_batch_size, options.output_dir,
+                             options.num_train_steps, options.iterations_per_loop,
+                             options.save_checkpoints_steps, options.keep_checkpoint_max)
         fine_tuning.keep_original(pretrainer, write_dir)
         if chief:
             tf.io.gfile.copy(options.bert_config_file, os.path.join(

@@ -262,8 +262,9 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         path = context.record_path("train")
         task.write_train_records(context, path)
         trainer.train(lambda skip_batches: task.train_dataset(context, path, skip_batches),
-                      options.output_dir, num_train_steps, options.iterations_per_loop,
-                      options.save_checkpoints_steps, options.keep_checkpoint_max)
+                      options.train_batch_size, options.output_dir, num_train_steps,
+                      options.iterations_per_loop, options.save_checkpoints_steps,
+                      options.keep_checkpoint_max)
         keep_original(trainer, write_dir)
         head_missing = []
     elif trainer.restore_latest(options.output_dir):
