@@ -16,6 +16,8 @@ import pytest
 from conftest import ROOT
 from modeling import files
 from modeling.data import text
+from modeling.encoder import config as encoder_config
+from modeling.text import tokenization
 from scripts import dead_pid, run_script, script_command, script_env
 
 SAMPLE = ROOT / "sample_data"
@@ -888,3 +890,45 @@ def test_create_pretraining_data_refuses_stdin_naming_it(tmp_path, vocab, corpus
     kind = "a pipe" if stdin == "pipe" else "a character device"
     _one_line_error(process, f"--input_file=/dev/stdin is {kind}, not a regular file")
     assert not list(tmp_path.glob("out*"))
+
+
+# --- A UTF-8 byte order mark reads as no mark ------------------------------------------------
+
+def _with_bom(path):
+    marked = path.with_name("bom-" + path.name)
+    marked.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    return marked
+
+
+def test_a_squad_file_with_a_bom_reads_as_without(tmp_path):
+    import types
+    from modeling.tasks.squad import SquadTask
+    plain = _squad_file(tmp_path / "dev.json", ["q0", "q1"])
+    options = types.SimpleNamespace(do_train=False, do_predict=True)
+    read = []
+    for path in (plain, _with_bom(plain)):
+        task = SquadTask(predict_file=str(path))
+        task.read(options, None)
+        read.append(([example.qas_id for example in task.test], task.answered))
+    assert read[0] == read[1] == (["q0", "q1"], True)
+
+
+def test_a_conll_file_with_a_bom_reads_as_without(tmp_path):
+    from modeling.data import ner
+    plain = tmp_path / "train.txt"
+    plain.write_text("-DOCSTART- -X- O O\n\nthe DT B-NP O\nkeeper NN I-NP B-PER\n")
+    sentences = [ner.read_conll(path) for path in (plain, _with_bom(plain))]
+    assert [(s.words, s.tags) for s in sentences[0]] == [(s.words, s.tags) for s in sentences[1]]
+    assert sentences[1][0].words == ["the", "keeper"]
+
+
+@pytest.mark.parametrize("name, content, read", [
+    ("vocab.txt", "[PAD]\n[UNK]\n", lambda path: list(tokenization.load_vocab(str(path)))),
+    ("input.txt", "the lamp ||| a keeper\n", lambda path: [
+        (example.text_a, example.text_b) for example in text.read_examples(str(path))]),
+    ("config.json", '{"hidden_size": 32}', lambda path: encoder_config.read_json_object(path)),
+])
+def test_other_text_inputs_with_a_bom_read_as_without(tmp_path, name, content, read):
+    plain = tmp_path / name
+    plain.write_text(content)
+    assert read(plain) == read(_with_bom(plain))

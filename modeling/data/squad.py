@@ -181,11 +181,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
         without "is_impossible" in SQuAD 2.0, with other than exactly one answer, or an answer
         without "text" or "answer_start", empty, or reaching outside its context).
     """
-    try:
-        with open(input_file, encoding="utf-8-sig") as reader:
-            input_data = json.load(reader)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{input_file} is not a UTF-8 JSON file: {error}") from None
+    input_data = text.read_json(input_file)
     examples, ids = [], []
     for i, entry in enumerate(_get(input_data, "data", list, input_file)):
         for j, paragraph in enumerate(_get(entry, "paragraphs", list,
