@@ -96,16 +96,26 @@ def _size(count):
         count /= 1000
 
 
+def make_parent(path):
+    """Makes the directory `path` is to be written in, if missing."""
+    if _is_remote(path):
+        import tensorflow as tf
+        tf.io.gfile.makedirs(os.path.dirname(str(path)))
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="w", tag=""):
     """Opens a temporary file for writing; on success it replaces `path`, on error it goes.
 
     Text is UTF-8 and written as given, without newline translation (as `tf.io.gfile` writes
-    remote files).
+    remote files). A missing directory is made, as `check_outputs` found it could be.
     """
     temp = temp_path(path, tag)
     try:
         with out_of_space(path):
+            make_parent(path)
             if _is_remote(path):
                 import tensorflow as tf
                 with tf.io.gfile.GFile(temp, mode) as writer:
@@ -139,6 +149,7 @@ def atomic_path(path, tag="", suffix=""):
     temp = temp_path(stem, tag) + suffix
     try:
         with out_of_space(path):
+            make_parent(path)
             yield temp
             replace(temp, path)
     except BaseException:

@@ -152,7 +152,7 @@ def test_empty_extract_features_input_gives_an_empty_output(tmp_path, vocab, con
     ckpt = _tiny_checkpoint(tmp_path, config)
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    out = tmp_path / "features.jsonl"
+    out = tmp_path / "new" / "features.jsonl"  # in a folder to make, as every output may be
     run_script("extract_features.py", f"--input_file={empty}", f"--output_file={out}",
                f"--vocab_file={vocab}", f"--bert_config_file={config}",
                f"--init_checkpoint={ckpt}", "--layers=-1", "--max_seq_length=16")
