@@ -456,6 +456,19 @@ def test_a_truncated_checkpoint_is_named_by_every_reader(tmp_path, vocab, tiny_m
     assert not list(tmp_path.glob("out*"))
 
 
+def test_a_keras_file_as_init_checkpoint_says_to_convert_it(tmp_path, vocab, tiny_model_files):
+    keras_file = tiny_model_files / "model.keras"
+    (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+    process = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                         f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={vocab}",
+                         f"--bert_config_file={tiny_model_files / 'config.json'}",
+                         f"--init_checkpoint={keras_file}", check=False)
+    line = _one_line_error(process, f"--init_checkpoint={keras_file}", "is a Keras file",
+                           f"convert_checkpoint.py --input={keras_file}")
+    assert "not found" not in line
+    assert not list(tmp_path.glob("out*"))
+
+
 def _tiny_pretrainer(config):
     from modeling.tasks import pretraining
     from modeling.training import distribution

@@ -75,6 +75,12 @@ def resolve_checkpoint(ckpt_path):
                              f"naming one of them")
         return indexes[0][:-len(".index")]
     if not tf.io.gfile.exists(ckpt_path + ".index"):
+        if ckpt_path.endswith((".keras", ".weights.h5")) and tf.io.gfile.exists(ckpt_path):
+            # The scripts read original checkpoints only; the converter writes one.
+            raise ValueError(f"{ckpt_path} is a Keras file, not an original checkpoint (a "
+                             f"prefix with .index and .data files); convert it with "
+                             f"convert_checkpoint.py --input={ckpt_path} "
+                             f"--output=<dir>/bert_model.ckpt and pass that prefix")
         raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
     return ckpt_path
 
