@@ -469,6 +469,21 @@ def test_a_keras_file_as_init_checkpoint_says_to_convert_it(tmp_path, vocab, tin
     assert not list(tmp_path.glob("out*"))
 
 
+def test_a_config_of_fewer_layers_than_the_checkpoint_is_refused(tmp_path, vocab,
+                                                                  tiny_model_files):
+    ckpt = tiny_model_files / "ckpt" / "bert_model.ckpt"  # 2 layers
+    settings = json.loads((tiny_model_files / "config.json").read_text())
+    settings["num_hidden_layers"] = 1
+    (tmp_path / "config.json").write_text(json.dumps(settings))
+    (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+    process = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                         f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={vocab}",
+                         f"--bert_config_file={tmp_path / 'config.json'}",
+                         f"--init_checkpoint={ckpt}", "--max_seq_length=16", check=False)
+    _one_line_error(process, ckpt, "has 2 encoder layers", "has 1", "num_hidden_layers")
+    assert not list(tmp_path.glob("out*"))
+
+
 def _tiny_pretrainer(config):
     from modeling.tasks import pretraining
     from modeling.training import distribution

@@ -160,8 +160,9 @@ def load_original(model, ckpt_path, optional=()):
       A `LoadResult`.
 
     Raises:
-      ValueError: a model variable is missing from the checkpoint or has another shape; the
-        message lists every such name with both shapes.
+      ValueError: a model variable is missing from the checkpoint or has another shape (the
+        message lists every such name with both shapes), or the model has fewer encoder
+        layers than the checkpoint.
     """
     reader = open_checkpoint(ckpt_path)
     ckpt_path, ckpt_shapes = reader.path, reader.shapes
@@ -175,6 +176,7 @@ def load_original(model, ckpt_path, optional=()):
         f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
         for name in variables
         if name in ckpt_shapes and tuple(variables[name].shape) != tuple(ckpt_shapes[name]))
+    _check_layer_count(variables, ckpt_shapes, ckpt_path, model.name)
     if missing or mismatched:
         lines = [f"Checkpoint {ckpt_path} does not fit model {model.name}:"]
         lines += [f"  missing from checkpoint: {name} {tuple(variables[name].shape)}"
@@ -194,6 +196,26 @@ def load_original(model, ckpt_path, optional=()):
                         model.name, ", ".join(unused))
     return LoadResult(loaded=sorted(set(variables) - set(not_found)), skipped=skipped,
                       unused=unused, not_found=not_found)
+
+
+_LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
+
+
+def _layer_count(names):
+    return len({match.group(1) for match in map(_LAYER.match, names) if match})
+
+
+def _check_layer_count(variables, ckpt_shapes, ckpt_path, model_name):
+    """Refuses a model with fewer encoder layers than the checkpoint: the layers left over
+    would be dropped without a word but the routine "tensors not used" line, and a model cut
+    short is no model the checkpoint was trained as. (More layers than the checkpoint are
+    missing tensors, which the caller lists.)"""
+    model_layers, ckpt_layers = _layer_count(variables), _layer_count(ckpt_shapes)
+    if 0 < model_layers < ckpt_layers:
+        raise ValueError(f"Checkpoint {ckpt_path} has {ckpt_layers} encoder layers but model "
+                         f"{model_name} has {model_layers} (num_hidden_layers of the config); "
+                         f"its last {ckpt_layers - model_layers} would go unused: pass the "
+                         f"checkpoint's own bert_config.json")
 
 
 def save_original(model, ckpt_path, global_step=None, extra_tensors=None):
