@@ -544,6 +544,30 @@ def test_resuming_the_checkpoints_of_another_model_says_so(tmp_path, tiny_config
     assert (tmp_path / "ckpt-1.index").exists()
 
 
+def test_training_into_the_output_dir_of_another_config_is_refused_before_writing(
+        tmp_path, vocab, config_file):
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = "".join(f"{i % 2}\t{i}\t{i + 1}\tthe keeper\ta lamp\n" for i in range(8))
+    (tmp_path / "train.tsv").write_text(header + rows)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(json.loads(config_file.read_text()), intermediate_size=41)))
+    out = tmp_path / "out"
+
+    def train(config):
+        return run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+                          f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                          f"--output_dir={out}", "--do_train", "--max_seq_length=16",
+                          "--train_batch_size=4", "--num_train_epochs=1", check=False)
+
+    assert train(config_file).returncode == 0
+    (out / "train.tf_record").unlink()
+    process = train(other)
+    line = _one_line_error(process, out / "ckpt-2", "another model", "intermediate")
+    after = process.stderr[process.stderr.index(line) + len(line):]
+    assert not after.strip(), after  # no TensorFlow lines about what it did not restore
+    assert not (out / "train.tf_record").exists()
+
+
 def test_a_rerun_with_another_batch_size_is_refused_before_work(tmp_path, config_file):
     """Its steps count other batches: resumed, it would read from the wrong place, or stop at
     once past its fewer steps (as a finished run rerun with a larger batch did, silently)."""

@@ -260,9 +260,15 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
 
     if options.do_train:
         path = context.record_path("train")
-        task.write_train_records(context, path)
-        trainer.train(lambda skip_batches: task.train_dataset(context, path, skip_batches),
-                      options.train_batch_size, options.output_dir, num_train_steps,
+
+        def dataset_fn(skip_batches):
+            # Called once the run has resumed: a checkpoint in output_dir of another task or
+            # config is refused before any record is written there, and a finished run
+            # writes none.
+            task.write_train_records(context, path)
+            return task.train_dataset(context, path, skip_batches)
+
+        trainer.train(dataset_fn, options.train_batch_size, options.output_dir, num_train_steps,
                       options.iterations_per_loop, options.save_checkpoints_steps,
                       options.keep_checkpoint_max)
         keep_original(trainer, write_dir)
