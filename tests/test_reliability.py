@@ -8,6 +8,7 @@ the rule lives in the script's start-up.
 import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 
@@ -467,6 +468,38 @@ def test_a_keras_file_as_init_checkpoint_says_to_convert_it(tmp_path, vocab, tin
                            f"convert_checkpoint.py --input={keras_file}")
     assert "not found" not in line
     assert not list(tmp_path.glob("out*"))
+
+
+@pytest.mark.parametrize("script, output", [("extract_features.py", "out.jsonl"),
+                                            ("convert_checkpoint.py", "out.keras"),
+                                            ("convert_checkpoint.py", "out_hf")])
+def test_a_flipped_byte_in_a_skipped_adam_slot_is_named(tmp_path, vocab, tiny_model_files,
+                                                        script, output):
+    """The scripts read no Adam slot, but the checkpoint's checksums are checked for all."""
+    config = tiny_model_files / "config.json"
+    slot = "bert/pooler/dense/bias/adam_m"
+    code = ("import sys, numpy as np; from modeling import BertConfig, BertModel; "
+            "from modeling.checkpoints import name_based; "
+            "name_based.save_original(BertModel(BertConfig.from_json_file(sys.argv[1])), "
+            f"sys.argv[2], extra_tensors={{'{slot}': np.full([64], 7.0, np.float32)}})")
+    ckpt = tmp_path / "ckpt" / "bert_model.ckpt"
+    subprocess.run([sys.executable, "-c", code, str(config), str(ckpt)], check=True, cwd=ROOT,
+                   capture_output=True)
+    data = pathlib.Path(f"{ckpt}.data-00000-of-00001")
+    content = bytearray(data.read_bytes())
+    at = content.index(struct.pack("<64f", *[7.0] * 64))
+    content[at + 100] ^= 0x01
+    data.write_bytes(bytes(content))
+    out = tmp_path / output
+    if script == "extract_features.py":
+        (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+        args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
+                f"--vocab_file={vocab}", f"--init_checkpoint={ckpt}", "--max_seq_length=16"]
+    else:
+        args = [f"--input={ckpt}", f"--output={out}", f"--vocab_file={vocab}"]
+    process = run_script(script, f"--bert_config_file={config}", *args, check=False)
+    _one_line_error(process, data, "Checksum does not match", slot)
+    assert not out.exists()
 
 
 def test_a_config_of_fewer_layers_than_the_checkpoint_is_refused(tmp_path, vocab,

@@ -111,6 +111,21 @@ class CheckpointReader:
         with reading(self.data):
             return self._reader.get_tensor(name)
 
+    def verify(self, names):
+        """Checks the tensors `names` against the checksums the index keeps of them, as
+        TensorFlow does on every read: a reader that skips a tensor (an Adam slot) would
+        otherwise pass over damage that the next reader of the file meets. One tensor is
+        held at a time.
+
+        Raises:
+          UnreadableCheckpoint: naming the data file and the tensor whose bytes are damaged.
+        """
+        for name in names:
+            try:
+                self.get_tensor(name)
+            except UnreadableCheckpoint as error:
+                raise UnreadableCheckpoint(f"{error}, in tensor {name}") from None
+
 
 def open_checkpoint(ckpt_path):
     """Opens a checkpoint (a prefix or its directory, as `resolve_checkpoint`) for reading.
@@ -191,6 +206,7 @@ def load_original(model, ckpt_path, optional=()):
     leftovers = sorted(name for name in ckpt_shapes if name not in variables)
     skipped = [name for name in leftovers if is_optimizer_state(name)]
     unused = [name for name in leftovers if not is_optimizer_state(name)]
+    reader.verify(leftovers)
     if unused:
         logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
                         model.name, ", ".join(unused))
