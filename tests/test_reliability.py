@@ -595,9 +595,7 @@ def test_training_into_the_output_dir_of_another_config_is_refused_before_writin
     assert train(config_file).returncode == 0
     (out / "train.tf_record").unlink()
     process = train(other)
-    line = _one_line_error(process, out / "ckpt-2", "another model", "intermediate")
-    after = process.stderr[process.stderr.index(line) + len(line):]
-    assert not after.strip(), after  # no TensorFlow lines about what it did not restore
+    _one_line_error(process, out / "ckpt-2", "another model", "intermediate")
     assert not (out / "train.tf_record").exists()
 
 

@@ -404,7 +404,6 @@ class Trainer:
                 damaged.append(path)
                 continue
             except (ValueError, AssertionError) as error:
-                _abandon_restore(error)
                 raise ValueError(
                     f"{path} is intact but belongs to another model than this run's (another "
                     f"task or config: {_difference(error)}); give this run another "
@@ -521,21 +520,6 @@ def set_precision(name):
     """'float32', 'mixed_bfloat16' or 'mixed_float16' (then with dynamic loss scaling) for
     every model built afterwards."""
     keras.mixed_precision.set_dtype_policy(name)
-
-
-def _abandon_restore(error):
-    """Marks the restore that `error` ended as given up. TensorFlow otherwise warns, when the
-    objects it restored into are collected at exit, about every value it did not restore:
-    lines after the one that says why the run stopped. The restore's bookkeeping (a
-    checkpoint's restore coordinator) is found in the frames the error passed through; a
-    status object (`assert_existing_objects_matched`) holds it too."""
-    frame = error.__traceback__
-    while frame is not None:
-        for value in frame.tb_frame.f_locals.values():
-            coordinator = getattr(value, "_checkpoint", value)
-            if hasattr(getattr(coordinator, "_deleter", None), "set_expect_partial"):
-                coordinator.expect_partial = True
-        frame = frame.tb_next
 
 
 def _difference(error):
