@@ -11,7 +11,6 @@ only one whose prediction for it counts.
 No TensorFlow is imported here.
 """
 import dataclasses
-import json
 
 from absl import logging
 

@@ -1,5 +1,6 @@
 """Fine-tuning and predicting a `BertSpanModel` as the original `run_squad.py`, on any
 `tf.distribute` strategy: its input pipeline, loss and raw results."""
+import json
 import os
 
 import numpy as np
