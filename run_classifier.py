@@ -31,6 +31,7 @@ from modeling.training import fine_tuning
 
 FLAGS = flags.FLAGS
 shared_flags.define_fine_tuning_flags()
+shared_flags.define_padding_flags()
 flags.DEFINE_string("data_dir", None, "The task's data directory (.tsv files; for "
                     "hyperpartisan, the by-article XML files).")
 flags.DEFINE_string("task_name", None, "The task: " + ", ".join(sorted(classifier_data.PROCESSORS))

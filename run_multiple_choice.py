@@ -25,6 +25,7 @@ from modeling.training import fine_tuning
 FLAGS = flags.FLAGS
 # The paper's SWAG settings: batch 16, learning rate 2e-5.
 shared_flags.define_fine_tuning_flags(train_batch_size=16, learning_rate=2e-5)
+shared_flags.define_padding_flags()
 flags.DEFINE_string("data_dir", None, "Directory of train.csv, val.csv, test.csv.")
 flags.mark_flag_as_required("data_dir")
 flags.adopt_module_key_flags(shared_flags)

@@ -29,6 +29,7 @@ from modeling.training import fine_tuning
 FLAGS = flags.FLAGS
 # Cased by default: the paper's NER model is BERT-Base cased.
 shared_flags.define_fine_tuning_flags(do_lower_case=False)
+shared_flags.define_padding_flags()
 flags.DEFINE_string("data_dir", None, "Directory of train.txt, valid.txt/dev.txt, test.txt.")
 flags.DEFINE_enum("tag_scheme", "auto", list(ner_data.SCHEMES), "The files' tags: IOB1, IOB2, "
                   "or detected from the training file.")

@@ -1,8 +1,10 @@
 """The flags the training scripts share, with the original's names, and the options they fill.
 
-A script calls `define_training_flags()` (pre-training) or `define_fine_tuning_flags()`, then
-`flags.adopt_module_key_flags(shared_flags)` so that its --help lists them with its own; its `main` builds the library's options
-with `options_from_flags()` or `fine_tuning_options()`. No flag is read inside the library.
+A script calls `define_training_flags()` (pre-training) or `define_fine_tuning_flags()` (and
+`define_padding_flags()` where its task can cut batches to their length), then
+`flags.adopt_module_key_flags(shared_flags)` so that its --help lists them with its own; its
+`main` builds the library's options with `options_from_flags()` or `fine_tuning_options()`.
+No flag is read inside the library, and a script defines only the flags its run reads.
 """
 from absl import flags
 
@@ -77,6 +79,13 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
     flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training for linear warm-up.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel for TF Serving to "
                         "export_dir/<version>/ (after training, or from a checkpoint alone).")
+    for name in ("bert_config_file", "vocab_file"):
+        flags.mark_flag_as_required(name)
+
+
+def define_padding_flags():
+    """How batches are padded: the flags of the fine-tuning scripts whose task ignores the
+    padded positions (`fine_tuning.Task.PADDING_IS_INERT`); the others pad as the original."""
     flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest example "
                       "(rounded up to --padding_multiple) instead of --max_seq_length: less "
                       "computation, the same predictions from the same weights. false: fixed "
@@ -88,8 +97,6 @@ def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_r
     flags.DEFINE_bool("bucket_by_length", False, "With --dynamic_padding: training batches "
                       "group examples of similar length (less padding still, but it changes "
                       "which examples train together).")
-    for name in ("bert_config_file", "vocab_file"):
-        flags.mark_flag_as_required(name)
 
 
 def options_from_flags(option_class):

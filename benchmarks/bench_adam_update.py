@@ -61,6 +61,18 @@ class OpByOpAdamWeightDecay(optimization.AdamWeightDecay):
     _assign_new_values = _assign_after(optimization.AdamWeightDecay._new_values)
 
 
+class SmallOpByOpAdamWeightDecay(optimization.AdamWeightDecay):
+    """Each large variable by its compiled call, the small ones by the formula op by op."""
+    _assign_small = _assign_after(optimization.AdamWeightDecay._new_values)
+
+    def _update_small(self, first, gradients, variables, learning_rate):
+        self._assign_new_values = self._assign_small
+        try:
+            super()._update_small(first, gradients, variables, learning_rate)
+        finally:
+            del self._assign_new_values  # the class's compiled one again
+
+
 def compiled_steps(optimizer_class, batch):
     """Returns (training step, bare update, its gradients) for a fresh model."""
     model = BertClassifier(BertConfig(**MINILM), 2)
@@ -115,7 +127,8 @@ def main():
              "label_ids": tf.constant(rng.integers(0, 2, shape[:1]), tf.int32)}
     jobs = {"in place": compiled_steps(optimization.AdamWeightDecay, batch),
             "assigned after": compiled_steps(AssignedAfterAdamWeightDecay, batch),
-            "op by op": compiled_steps(OpByOpAdamWeightDecay, batch)}
+            "op by op": compiled_steps(OpByOpAdamWeightDecay, batch),
+            "small op by op": compiled_steps(SmallOpByOpAdamWeightDecay, batch)}
     peak_before = matmul_peak()
     steps = {name: [] for name in jobs}
     updates = {name: [] for name in jobs}

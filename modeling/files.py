@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 
 
 def temp_path(path, tag=""):
@@ -95,16 +96,26 @@ def _size(count):
         count /= 1000
 
 
+def make_parent(path):
+    """Makes the directory `path` is to be written in, if missing."""
+    if _is_remote(path):
+        import tensorflow as tf
+        tf.io.gfile.makedirs(os.path.dirname(str(path)))
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="w", tag=""):
     """Opens a temporary file for writing; on success it replaces `path`, on error it goes.
 
     Text is UTF-8 and written as given, without newline translation (as `tf.io.gfile` writes
-    remote files).
+    remote files). A missing directory is made, as `check_outputs` found it could be.
     """
     temp = temp_path(path, tag)
     try:
         with out_of_space(path):
+            make_parent(path)
             if _is_remote(path):
                 import tensorflow as tf
                 with tf.io.gfile.GFile(temp, mode) as writer:
@@ -138,11 +149,31 @@ def atomic_path(path, tag="", suffix=""):
     temp = temp_path(stem, tag) + suffix
     try:
         with out_of_space(path):
+            make_parent(path)
             yield temp
             replace(temp, path)
     except BaseException:
         remove_quietly(temp)
         raise
+
+
+def rename_unless_taken(source, target):
+    """Renames the non-empty directory `source` to `target` unless that is taken, claimed by
+    the rename itself (no check before it), so that writers racing for one name (two exports
+    in one second) cannot both have it. Returns whether it was renamed."""
+    if _is_remote(target):  # no atomic rename there: a check is all there is
+        import tensorflow as tf
+        if tf.io.gfile.exists(target):
+            return False
+        tf.io.gfile.rename(source, target)
+        return True
+    try:
+        os.rename(source, target)
+    except OSError as error:
+        if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+    return True
 
 
 def write_eval_results(results, path, keys=None):
@@ -213,7 +244,8 @@ def check_writable_directory(directory, flag, path=None):
 
 def check_input(path, flag, value=None):
     """Refuses, before any work, an input file that cannot be read: one that does not exist,
-    is a directory, or cannot be opened. Remote paths are left to their reader.
+    is a directory, is no regular file (a pipe, `/dev/stdin`: see `_not_regular`), or cannot be
+    opened. Remote paths are left to their reader.
 
     Args:
       path: the input file.
@@ -231,15 +263,24 @@ def check_input(path, flag, value=None):
     if os.path.isdir(path):
         raise ValueError(f"{where} is a directory, not a file")
     if not os.path.isfile(path):
-        # A pipe or a device (`<(zcat corpus.gz)`, /dev/stdin) is read as given: opening it
-        # here could block, or consume what the reader needs.
-        if not os.access(path, os.R_OK):
-            raise ValueError(f"{where} cannot be read (permission denied)")
-        return
+        raise ValueError(f"{where} is {_not_regular(path)}, not a regular file, and the "
+                         f"scripts read their inputs more than once; write it to a file first "
+                         f"and name that")
     try:
         open(path, "rb").close()
     except OSError as error:
         raise ValueError(f"{where} cannot be read ({error.strerror})") from None
+
+
+def _not_regular(path):
+    """What a path that exists but is no regular file or directory is, in words. It is stat'ed,
+    never opened: opening a pipe waits for its writer, and reading it takes what the run needs."""
+    mode = os.stat(path).st_mode
+    for test, kind in ((stat.S_ISFIFO, "a pipe"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def remove_stale_temps(path, suffix=""):

@@ -80,7 +80,8 @@ NOISE = tuple(re.compile(pattern) for pattern in (
 NO_DRIVER = re.compile(r"Could not find cuda drivers on your machine")
 NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 CUINIT = re.compile(r"failed call to cuInit: ")
-# The lines an error of XLA's status may end with: a header, source locations, a blank line.
+# The lines an error of XLA's status may end with: a header (a space after it), source
+# locations, a blank line.
 TRACE_HEADER = "=== Source Location Trace: ==="
 SOURCE_LOCATION = re.compile(r"\S+\.(cc|h):\d+$")
 _LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ [\w.\-]+:\d+\] ")
@@ -176,7 +177,7 @@ class LineFilter:
     def _keep(self, line):
         text = line.rstrip(b"\r\n").decode("utf-8", "replace")
         after, self.after_dropped = self.after_dropped, None
-        if after == "line" and text == TRACE_HEADER or after == "trace" and (
+        if after == "line" and text.strip() == TRACE_HEADER or after == "trace" and (
                 SOURCE_LOCATION.match(text) or not text):
             self.after_dropped = "trace" if text else None  # a blank line ends the trace
             return b""

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import tensorflow as tf
@@ -87,6 +88,50 @@ def test_bad_rows_name_file_and_line(tmp_path, content, message):
     (tmp_path / "dev.tsv").write_text(content)
     with pytest.raises(ValueError, match=message):
         classifier.get_processor("rte").get_dev_examples(str(tmp_path))
+
+
+GLUE_FOLDERS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
+                "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+
+
+@pytest.mark.parametrize("task", sorted(GLUE_FOLDERS))
+def test_another_tasks_file_is_refused_at_its_header(data, task):
+    """Each task on the real dev file of every other: refused at line 1 as not the task's file,
+    but where there is no header to tell (CoLA's have none) or the layout is one (RTE and WNLI
+    differ in labels only, refused at the first row's)."""
+    processor = classifier.get_processor(task)
+    for other, folder in GLUE_FOLDERS.items():
+        if other == task:
+            continue
+        with pytest.raises(ValueError) as error:
+            processor.get_dev_examples(str(data / "glue" / folder))
+        if task == "cola":
+            assert re.search(rf"{folder}/dev.tsv:1: (unknown label|expected at least 4)",
+                             str(error.value))
+        elif {task, other} == {"rte", "wnli"}:
+            assert f"{folder}/dev.tsv:2: unknown label" in str(error.value)
+        else:
+            assert f"{folder}/dev.tsv:1: does not look like {processor.name}'s dev.tsv: its " \
+                   f"header names " in str(error.value)
+
+
+def test_sst2_on_mrpcs_folder_names_the_header_it_expected(data):
+    with pytest.raises(ValueError, match=re.escape(
+            "MRPC/train.tsv:1: does not look like SST-2's train.tsv: its header names column 1 "
+            "'sentence', column 2 'label'; this one reads 'Quality\\t#1 ID\\t#2 ID")):
+        classifier.get_processor("sst-2").get_train_examples(str(data / "glue/MRPC"))
+
+
+def test_a_header_is_compared_by_the_columns_read_whatever_their_case(tmp_path):
+    (tmp_path / "dev.tsv").write_text("Sentence\tLabel\textra\nthe lamp\t1\tx\n")
+    assert [e.label for e in classifier.get_processor("sst-2").get_dev_examples(
+        str(tmp_path))] == ["1"]
+    (tmp_path / "XNLI-1.0").mkdir()
+    (tmp_path / "XNLI-1.0/xnli.dev.tsv").write_text("language\tgold_label\tsentence1\n")
+    with pytest.raises(ValueError, match=r"xnli.dev.tsv:1: does not look like XNLI's "
+                                         r"xnli.dev.tsv: its header names column 7 'sentence1', "
+                                         r"column 8 'sentence2', column 2 'gold_label'; this "):
+        classifier.get_processor("xnli").get_dev_examples(str(tmp_path))
 
 
 def test_non_numeric_score_names_file_and_line(tmp_path):

@@ -1,5 +1,8 @@
 """modeling/data/hyperpartisan.py and its processor: the XML files, the markup, the split."""
 import collections
+import html
+import re
+from xml.parsers import expat
 
 import pytest
 
@@ -8,7 +11,7 @@ from modeling.data import classifier, hyperpartisan
 ARTICLES = """<?xml version="1.0" encoding="UTF-8"?><articles>
   <article id="0000001" published-at="2017-09-10" title="Walls &amp; money">
 From flickr.com <p>The <a href="https://x.org/?a=1&amp;b=2" type="external">walls</a>are
-closing in.</p> <p>Said <q>nobody</q>.</p>
+closing in.</p> <p>Said <q>nobody</q>, S&amp;amp;P &amp;gt; 5.</p>
   </article>
   <article id="0000002" title="">  <p>Short.</p></article>
 </articles>
@@ -30,7 +33,8 @@ def write(directory, articles=ARTICLES, truth=TRUTH):
 def test_tags_become_spaces_entities_are_decoded_and_the_title_comes_first(tmp_path):
     articles = hyperpartisan.read_articles(write(tmp_path) / "articles-byarticle-2.xml")
     assert [(a.id, a.text) for a in articles] == [
-        ("0000001", "Walls & money From flickr.com The walls are closing in. Said nobody ."),
+        ("0000001", "Walls & money From flickr.com The walls are closing in. Said nobody , "
+                    "S&P > 5."),
         ("0000002", "Short.")]
     assert articles[0].source.endswith("articles-byarticle-2.xml:2")
     assert articles[1].source.endswith("articles-byarticle-2.xml:6")
@@ -67,6 +71,53 @@ def test_a_missing_or_ambiguous_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="found 2: articles-byarticle-2.xml, "
                                          "articles-byarticle-3.xml"):
         classifier.get_processor("hyperpartisan").get_dev_examples(str(tmp_path))
+
+
+class FedInPieces:
+    """An expat parser whose ParseFile feeds the file `size` bytes at a time: the parser then
+    cuts the text at other places (it cuts at every piece's end)."""
+
+    create = expat.ParserCreate  # the real one, before a test replaces it with this class
+
+    def __init__(self, size):
+        self.__dict__.update(parser=self.create("UTF-8"), size=size)
+
+    def __getattr__(self, name):
+        return getattr(self.parser, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.parser, name, value)
+
+    def ParseFile(self, reader):  # noqa: N802 (expat's name)
+        while piece := reader.read(self.size):
+            self.parser.Parse(piece, False)
+        self.parser.Parse(b"", True)
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096])
+def test_an_articles_text_does_not_depend_on_how_the_parser_is_fed(data, monkeypatch, size):
+    path = data / "hyperpartisan/articles-byarticle-516.xml"
+    whole = hyperpartisan.read_articles(path)
+    monkeypatch.setattr(hyperpartisan.expat, "ParserCreate", lambda encoding: FedInPieces(size))
+    assert hyperpartisan.read_articles(path) == whole
+
+
+def test_the_real_articles_read_as_their_markup_says(data):
+    """Against a reading by regular expressions: a tag is a space, the title's entities are
+    decoded once and the text's twice (it is HTML escaped inside XML)."""
+    path = data / "hyperpartisan/articles-byarticle-516.xml"
+    articles = {article.id: article.text for article in hyperpartisan.read_articles(path)}
+    expected = {}
+    for match in re.finditer(r"<article ([^>]*)>(.*?)</article>", path.read_text("utf-8"),
+                             re.S):
+        attributes = dict(re.findall(r'(\S+)="([^"]*)"', match.group(1)))
+        body = html.unescape(html.unescape(re.sub(r"<[^>]*>", " ", match.group(2))))
+        expected[attributes["id"]] = " ".join(
+            f"{html.unescape(attributes.get('title', ''))} {body}".split())
+    assert len(articles) == 516 and articles == expected
+    assert "geographically" in articles["0000004"].split()
+    assert sum("S&P 500" in text for text in articles.values()) == 2
+    assert not [text for text in articles.values() if re.search(r"&(amp|gt|lt|quot|#\d+);", text)]
 
 
 def test_the_split_is_fixed_by_article_id():

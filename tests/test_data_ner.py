@@ -90,7 +90,7 @@ def test_read_conll_errors_name_the_line(tmp_path):
         ner.read_conll(path)
     path = tmp_path / "c.txt"
     path.write_bytes("EU B-ORG\nM\u00fcnchen B-LOC\n".encode("latin-1"))
-    with pytest.raises(ValueError, match=f"{path}:2: not UTF-8"):
+    with pytest.raises(ValueError, match=f"{path}:2: not valid UTF-8"):
         ner.read_conll(path)
 
 

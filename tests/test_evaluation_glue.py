@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from modeling.data import classifier
 from modeling.evaluation import glue
 
 # A binary case; position by position: tp, fn, tn, fp, tp, tn, fn.
@@ -186,3 +187,19 @@ def test_classification_metrics_match_sklearn_on_random_data():
         if num_classes == 2:
             assert glue.f1(labels, predictions) == pytest.approx(
                 metrics.f1_score(labels, predictions), abs=1e-12)
+
+
+def test_the_majority_guess_scores_what_the_real_mrpc_dev_set_gives_it(data):
+    examples = classifier.get_processor("mrpc").get_dev_examples(str(data / "glue/MRPC"))
+    labels = [int(example.label) for example in examples]
+    # 279 of 408 pairs are paraphrases (1): F1 = 2 * 279 / (2 * 279 + 129 false positives).
+    assert glue.majority_metrics("MRPC", labels) == (1, {
+        "eval_accuracy": pytest.approx(279 / 408), "eval_f1": pytest.approx(558 / 687)})
+
+
+def test_the_majority_guess_of_cola_and_hyperpartisan_scores_zero():
+    # A constant answer has no correlation; answering the negative class finds no positive.
+    assert glue.majority_metrics("cola", [1, 0, 1]) == (1, {
+        "eval_accuracy": pytest.approx(2 / 3), "eval_mcc": 0.0})
+    assert glue.majority_metrics("hyperpartisan", [0, 1, 0, 1]) == (0, {
+        "eval_accuracy": 0.5, "eval_f1": 0.0})

@@ -66,6 +66,17 @@ def test_atomic_path_for_a_directory_and_for_a_suffix_a_writer_insists_on(tmp_pa
             pass
 
 
+def test_outputs_in_a_missing_directory_make_it(tmp_path):
+    """`check_outputs` accepts a directory that can be made; the writers make it."""
+    path = tmp_path / "new" / "deeper" / "out.txt"
+    files.check_outputs([str(path)])
+    with files.atomic_write(str(path)) as writer:
+        writer.write("x")
+    with files.atomic_path(str(tmp_path / "other" / "m.keras"), suffix=".keras") as temp:
+        open(temp, "w").close()
+    assert path.read_text() == "x" and (tmp_path / "other" / "m.keras").exists()
+
+
 def test_eval_results_are_key_equals_value_lines(tmp_path):
     path = tmp_path / "eval_results.txt"
     files.write_eval_results({"loss": 0.5, "global_step": 3, "eval_accuracy": 1.0}, str(path))

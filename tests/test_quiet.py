@@ -73,7 +73,7 @@ def test_cuinit_failing_is_shown_where_a_driver_was_found():
 
 def test_cuinit_failing_and_its_trace_are_dropped_without_a_driver():
     # As tf-nightly 2.23 prints it: no "Could not find cuda drivers" before, a trace after.
-    trace = STARTUP[-1].replace(".cc:52", ".cc:57") + "\n=== Source Location Trace: ===\n" \
+    trace = STARTUP[-1].replace(".cc:52", ".cc:57") + "\n=== Source Location Trace: === \n" \
         "external/xla/xla/stream_executor/cuda/cuda_status.cc:50\n\n"
     ours = "our line\n\n"
     assert quiet.LineFilter(driver_installed=False).feed((trace + ours).encode()) == \

@@ -8,6 +8,7 @@ the rule lives in the script's start-up.
 import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 
@@ -16,7 +17,9 @@ import pytest
 from conftest import ROOT
 from modeling import files
 from modeling.data import text
-from scripts import dead_pid, run_script
+from modeling.encoder import config as encoder_config
+from modeling.text import tokenization
+from scripts import dead_pid, run_script, script_command, script_env
 
 SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "bert_config_tiny.json"
@@ -150,7 +153,7 @@ def test_empty_extract_features_input_gives_an_empty_output(tmp_path, vocab, con
     ckpt = _tiny_checkpoint(tmp_path, config)
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    out = tmp_path / "features.jsonl"
+    out = tmp_path / "new" / "features.jsonl"  # in a folder to make, as every output may be
     run_script("extract_features.py", f"--input_file={empty}", f"--output_file={out}",
                f"--vocab_file={vocab}", f"--bert_config_file={config}",
                f"--init_checkpoint={ckpt}", "--layers=-1", "--max_seq_length=16")
@@ -454,6 +457,66 @@ def test_a_truncated_checkpoint_is_named_by_every_reader(tmp_path, vocab, tiny_m
     assert not list(tmp_path.glob("out*"))
 
 
+def test_a_keras_file_as_init_checkpoint_says_to_convert_it(tmp_path, vocab, tiny_model_files):
+    keras_file = tiny_model_files / "model.keras"
+    (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+    process = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                         f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={vocab}",
+                         f"--bert_config_file={tiny_model_files / 'config.json'}",
+                         f"--init_checkpoint={keras_file}", check=False)
+    line = _one_line_error(process, f"--init_checkpoint={keras_file}", "is a Keras file",
+                           f"convert_checkpoint.py --input={keras_file}")
+    assert "not found" not in line
+    assert not list(tmp_path.glob("out*"))
+
+
+@pytest.mark.parametrize("script, output", [("extract_features.py", "out.jsonl"),
+                                            ("convert_checkpoint.py", "out.keras"),
+                                            ("convert_checkpoint.py", "out_hf")])
+def test_a_flipped_byte_in_a_skipped_adam_slot_is_named(tmp_path, vocab, tiny_model_files,
+                                                        script, output):
+    """The scripts read no Adam slot, but the checkpoint's checksums are checked for all."""
+    config = tiny_model_files / "config.json"
+    slot = "bert/pooler/dense/bias/adam_m"
+    code = ("import sys, numpy as np; from modeling import BertConfig, BertModel; "
+            "from modeling.checkpoints import name_based; "
+            "name_based.save_original(BertModel(BertConfig.from_json_file(sys.argv[1])), "
+            f"sys.argv[2], extra_tensors={{'{slot}': np.full([64], 7.0, np.float32)}})")
+    ckpt = tmp_path / "ckpt" / "bert_model.ckpt"
+    subprocess.run([sys.executable, "-c", code, str(config), str(ckpt)], check=True, cwd=ROOT,
+                   capture_output=True)
+    data = pathlib.Path(f"{ckpt}.data-00000-of-00001")
+    content = bytearray(data.read_bytes())
+    at = content.index(struct.pack("<64f", *[7.0] * 64))
+    content[at + 100] ^= 0x01
+    data.write_bytes(bytes(content))
+    out = tmp_path / output
+    if script == "extract_features.py":
+        (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+        args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
+                f"--vocab_file={vocab}", f"--init_checkpoint={ckpt}", "--max_seq_length=16"]
+    else:
+        args = [f"--input={ckpt}", f"--output={out}", f"--vocab_file={vocab}"]
+    process = run_script(script, f"--bert_config_file={config}", *args, check=False)
+    _one_line_error(process, data, "Checksum does not match", slot)
+    assert not out.exists()
+
+
+def test_a_config_of_fewer_layers_than_the_checkpoint_is_refused(tmp_path, vocab,
+                                                                  tiny_model_files):
+    ckpt = tiny_model_files / "ckpt" / "bert_model.ckpt"  # 2 layers
+    settings = json.loads((tiny_model_files / "config.json").read_text())
+    settings["num_hidden_layers"] = 1
+    (tmp_path / "config.json").write_text(json.dumps(settings))
+    (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
+    process = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                         f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={vocab}",
+                         f"--bert_config_file={tmp_path / 'config.json'}",
+                         f"--init_checkpoint={ckpt}", "--max_seq_length=16", check=False)
+    _one_line_error(process, ckpt, "has 2 encoder layers", "has 1", "num_hidden_layers")
+    assert not list(tmp_path.glob("out*"))
+
+
 def _tiny_pretrainer(config):
     from modeling.tasks import pretraining
     from modeling.training import distribution
@@ -476,7 +539,7 @@ def _rerun(config, directory, steps):
     """A rerun to `steps` of the run that wrote `directory`: it resumes, and has nothing left
     to train if it resumes from step `steps`."""
     pretrainer = _tiny_pretrainer(config)
-    pretrainer.train(lambda skip: pytest.fail(f"training again from step {skip}"),
+    pretrainer.train(lambda skip: pytest.fail(f"training again from step {skip}"), 4,
                      str(directory), steps, 1, 1)
     return pretrainer
 
@@ -512,6 +575,44 @@ def test_resuming_the_checkpoints_of_another_model_says_so(tmp_path, tiny_config
     assert "another model" in message and "damaged" not in message, message
     assert "intermediate/dense/kernel is (32, 37) there, (32, 41) here" in message, message
     assert (tmp_path / "ckpt-1.index").exists()
+
+
+def test_training_into_the_output_dir_of_another_config_is_refused_before_writing(
+        tmp_path, vocab, config_file):
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = "".join(f"{i % 2}\t{i}\t{i + 1}\tthe keeper\ta lamp\n" for i in range(8))
+    (tmp_path / "train.tsv").write_text(header + rows)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(json.loads(config_file.read_text()), intermediate_size=41)))
+    out = tmp_path / "out"
+
+    def train(config):
+        return run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+                          f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                          f"--output_dir={out}", "--do_train", "--max_seq_length=16",
+                          "--train_batch_size=4", "--num_train_epochs=1", check=False)
+
+    assert train(config_file).returncode == 0
+    (out / "train.tf_record").unlink()
+    process = train(other)
+    _one_line_error(process, out / "ckpt-2", "another model", "intermediate")
+    assert not (out / "train.tf_record").exists()
+
+
+def test_a_rerun_with_another_batch_size_is_refused_before_work(tmp_path, config_file):
+    """Its steps count other batches: resumed, it would read from the wrong place, or stop at
+    once past its fewer steps (as a finished run rerun with a larger batch did, silently)."""
+    records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+    first = _pretrain(tmp_path, config_file, records, "--do_train")
+    assert first.returncode == 0, first.stderr[-2000:]
+    kept = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()
+            if path.is_file()}
+    line = _one_line_error(_pretrain(tmp_path, config_file, records, "--do_train",
+                                     "--train_batch_size=16"),
+                           "--train_batch_size=16, but", "ckpt-12 was trained with "
+                           "--train_batch_size=8", "another --output_dir")
+    assert {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()
+            if path.is_file()} == kept, line
 
 
 def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vocab,
@@ -558,35 +659,54 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
     assert not (tmp_path / "training.lock").exists()
 
 
-def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
-    """A real full disk: --output_dir on a 300 KB tmpfs, mounted in a user namespace of the
-    script's own (where the kernel lets unprivileged users make one). The records fit; the
-    first checkpoint (1.4 MB with its Adam slots) does not."""
+def _on_a_small_disk(mount, size, command, listed):
+    """Runs `command` (argv) with a `size` tmpfs mounted at `mount`: a real full disk, in a user
+    and mount namespace of its own (where the kernel lets unprivileged users make one; else the
+    test is skipped). Returns the CompletedProcess; its stdout lists what the folder `listed`
+    holds at the end, read inside the namespace, which its tmpfs goes with."""
     import shlex
-    from scripts import script_command, script_env
-    mount = tmp_path / "small"
     mount.mkdir()
-    mount_command = f"mount -t tmpfs -o size=300k none {shlex.quote(str(mount))}"
+    mount_command = f"mount -t tmpfs -o size={size} none {shlex.quote(str(mount))}"
     if subprocess.run(["unshare", "-r", "-m", "sh", "-c", mount_command],
                       capture_output=True).returncode != 0:
         pytest.skip("no unprivileged user and mount namespaces here (unshare -r -m)")
+    return subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", f"{mount_command} && {shlex.join(command)}; "
+         f"status=$?; ls -A {shlex.quote(str(listed))}; exit $status"],
+        capture_output=True, text=True, env=script_env(), timeout=600)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, vocab):
+    """--output_dir on a 300 KB disk: the records fit; the first checkpoint (1.4 MB with its
+    Adam slots) does not."""
     (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
                                         + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
     (tmp_path / "config.json").write_text(json.dumps(dict(json.loads(CONFIG.read_text()),
                                                           vocab_size=10)))
-    out = mount / "out"
-    command = shlex.join(script_command(
+    out = tmp_path / "small" / "out"
+    process = _on_a_small_disk(tmp_path / "small", "300k", script_command(
         "run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
         f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'config.json'}",
         f"--output_dir={out}", "--do_train", "--max_seq_length=16", "--train_batch_size=2",
-        "--num_train_epochs=0.5"))
-    # What is left is listed inside the namespace: its tmpfs goes with it.
-    process = subprocess.run(
-        ["unshare", "-r", "-m", "sh", "-c", f"{mount_command} && {command}; status=$?; "
-         f"ls -A {shlex.quote(str(out))}; exit $status"],
-        capture_output=True, text=True, env=script_env(), timeout=600)
+        "--num_train_epochs=0.5"), out)
     _one_line_error(process, f"{out / 'ckpt-1'}: no space left on device", "MB needed")
     assert sorted(process.stdout.split()) == ["train", "train.tf_record"], process.stdout
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_under_create_pretraining_data_is_one_line_and_leaves_nothing(
+        tmp_path, vocab, workers):
+    """Records of about 680 KB onto a 200 KB disk; with two workers, each shard's alone is more
+    than the disk holds."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the keeper lit the lamp.\na lamp lit a keeper.\nthe lamp.\n\n" * 200)
+    out = tmp_path / "small" / "out.tfrecord"
+    process = _on_a_small_disk(tmp_path / "small", "200k", script_command(
+        "create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={out}",
+        f"--vocab_file={vocab}", "--max_seq_length=32", "--dupe_factor=5",
+        f"--num_workers={workers}"), out.parent)
+    _one_line_error(process, f"{out}: no space left on device", "KB needed", "free in")
+    assert process.stdout.split() == [], process.stdout
 
 
 def test_converting_a_keras_file_onto_itself_is_refused(tmp_path, tiny_model_files):
@@ -619,6 +739,18 @@ def test_run_squad_refuses_two_questions_of_one_id_before_predicting(tmp_path, v
                          "--max_seq_length=32", "--max_query_length=8", check=False)
     _one_line_error(process, predict, "'q1'", "data[0].paragraphs[1].qas[0]",
                     "data[0].paragraphs[3].qas[0]")
+    assert not (tmp_path / "out" / "predictions.json").exists()
+
+
+def test_run_squad_refuses_an_id_that_is_no_string_before_predicting(tmp_path, vocab,
+                                                                     config_file):
+    predict = _squad_file(tmp_path / "dev.json", ["q0", 7])
+    process = run_script("run_squad.py", f"--vocab_file={vocab}",
+                         f"--bert_config_file={config_file}", f"--output_dir={tmp_path / 'out'}",
+                         "--do_predict", f"--predict_file={predict}", "--allow_untrained",
+                         "--max_seq_length=32", "--max_query_length=8", check=False)
+    _one_line_error(process, f"{predict}: data[0].paragraphs[1].qas[0]: 'id' is 7, expected "
+                             f"type str")
     assert not (tmp_path / "out" / "predictions.json").exists()
 
 
@@ -693,10 +825,14 @@ def test_input_files_that_cannot_be_read_are_refused_by_the_options(tmp_path, vo
     options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(missing)})
     with pytest.raises(ValueError, match=f"--{flag}={missing} does not exist"):
         options.check()
-    # A pipe is read as given (`--vocab_file=<(zcat vocab.txt.gz)`): not opened by the check.
+    # A pipe (`--vocab_file=<(zcat vocab.txt.gz)`) would be read more than once (the export
+    # copies the vocabulary, pre-training the config): refused, and not opened, which would
+    # wait for a writer.
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(pipe)}).check()
+    options = _fine_tuning_options(tmp_path, vocab, config_file, **{flag: str(pipe)})
+    with pytest.raises(ValueError, match=f"--{flag}={pipe} is a pipe, not a regular file"):
+        options.check()
 
 
 def test_query_savedmodel_names_a_missing_export_dir(tmp_path):
@@ -720,3 +856,162 @@ def test_a_tf_config_that_is_not_json_is_named(tmp_path, vocab, config_file, mon
     with pytest.raises(ValueError, match=r"^TF_CONFIG is not JSON: Expecting value at line 1 "
                                          r"column 13 \(char 12\)$"):
         options.check()
+
+
+# --- A diverging run is stopped, not published -----------------------------------------------
+
+@pytest.mark.parametrize("script", ["run_classifier.py", "run_pretraining.py"])
+def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path, vocab, config_file,
+                                                           script):
+    import numpy as np
+    import re
+    import tensorflow as tf
+    every_step = ["--learning_rate=1e10", "--iterations_per_loop=3", "--save_checkpoints_steps=1",
+                  "--keep_checkpoint_max=100", "--do_train", "--do_eval"]
+    if script == "run_classifier.py":
+        header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+        rows = "1\t1\t2\tthe lamp\ta lamp\n0\t3\t4\tthe keeper\ta lit lamp\n"
+        (tmp_path / "train.tsv").write_text(header + rows * 10)
+        (tmp_path / "dev.tsv").write_text(header + rows)
+        process = _classifier(tmp_path, vocab, *every_step, "--max_seq_length=16",
+                              "--train_batch_size=2", f"--export_dir={tmp_path / 'serving'}")
+    else:
+        records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+        process = _pretrain(tmp_path, config_file, records, *every_step)
+    line = _one_line_error(process, "the loss is nan", "--learning_rate=1e+10",
+                           "--warmup_proportion", "--precision=float32")
+    step = int(re.search(r"error: step (\d+): ", line).group(1))
+    out = tmp_path / "out"
+    saved = sorted(int(path.name[5:-6]) for path in out.glob("ckpt-*.index"))
+    assert step > 1 and saved == list(range(1, step)), (line, saved)
+    assert f"ckpt-{step - 1}, the newest checkpoint, is the last finite one" in line
+    assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step - 1}")
+    reader = tf.train.load_checkpoint(str(out / f"ckpt-{step - 1}"))
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+        assert not dtype.is_floating or np.isfinite(reader.get_tensor(name)).all(), name
+    assert not (out / "export").exists() and not (out / "eval_results.txt").exists()
+    assert not (tmp_path / "serving").exists()
+
+
+@pytest.mark.parametrize("tf_config, problem", [
+    ("[]", "a JSON list, not an object"),
+    ('{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}}',
+     'a cluster but no "task" for this process'),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 1}}',
+     "the task's index 1 is not one of the 1 worker addresses"),
+    ('{"task": {"type": "worker", "index": 0}}', "a task but no cluster"),
+])
+def test_a_tf_config_that_names_no_cluster_to_join_is_named(tmp_path, vocab, config_file,
+                                                           monkeypatch, tf_config, problem):
+    """TensorFlow itself takes `[]` as one worker, and names neither TF_CONFIG nor the task."""
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    options = _fine_tuning_options(tmp_path, vocab, config_file, do_train=True,
+                                   distribution_strategy="multi_worker_mirrored")
+    with pytest.raises(ValueError) as raised:
+        options.check()
+    assert str(raised.value).startswith(f"TF_CONFIG={tf_config}: {problem}"), raised.value
+
+
+def test_an_export_keeps_its_version_against_one_of_the_same_second_and_cleans_up(
+        tmp_path, vocab, config_file, monkeypatch):
+    """Another export finishing the same second's version while this one is written (as two
+    runs exporting into one --export_dir at once) leaves this one the next version; the
+    temporary directory of an export killed earlier (SIGTERM), of another version, is gone."""
+    import types
+    from modeling import BertConfig, export
+    from modeling.export import base
+    from modeling.models.classifier import BertClassifier
+    serving, second = tmp_path / "serving", 1_700_000_000
+    stale = serving / f"{second - 60}.tmp-{dead_pid()}"
+    stale.mkdir(parents=True)
+    (stale / "saved_model.pb").write_bytes(b"half")
+    monkeypatch.setattr(base, "time", types.SimpleNamespace(time=lambda: second))
+    write_requests = base.warmup.write_requests
+
+    def meanwhile_another_export(*args):
+        (serving / str(second)).mkdir()
+        (serving / str(second) / "saved_model.pb").write_bytes(b"the other export's")
+        write_requests(*args)
+    monkeypatch.setattr(base.warmup, "write_requests", meanwhile_another_export)
+    model = BertClassifier(BertConfig.from_json_file(config_file), num_labels=2)
+    module = export.ClassifierExport(model, str(vocab), True, 16, ["0", "1"], True)
+    assert export.save_versioned(module, str(serving)) == str(serving / str(second + 1))
+    assert (serving / str(second) / "saved_model.pb").read_bytes() == b"the other export's"
+    assert sorted(os.listdir(serving)) == [str(second), str(second + 1)]
+    assert (serving / str(second + 1) / "assets.extra" / "tf_serving_warmup_requests").exists()
+
+
+# --- Streams: refused up front, since every script reads its inputs more than once -----------
+
+def test_run_pretraining_refuses_a_named_pipe_without_reading_it(tmp_path, config_file):
+    records = _pretraining_records(tmp_path / "data.tfrecord", 40)
+    fifo = tmp_path / "tr.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f'cat "{records}" > "{fifo}"'])
+    try:
+        process = subprocess.run(script_command(
+            "run_pretraining.py", f"--input_file={fifo}", f"--output_dir={tmp_path / 'out'}",
+            f"--bert_config_file={config_file}", "--max_seq_length=16",
+            "--max_predictions_per_seq=3", "--train_batch_size=8", "--num_train_steps=2",
+            "--do_train"), capture_output=True, text=True, env=script_env(), timeout=120)
+        line = _one_line_error(process, f"--input_file={fifo} is a pipe", "write it to a file")
+        assert writer.poll() is None, line  # the pipe was never opened: its writer still waits
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+@pytest.mark.parametrize("stdin", ["pipe", "null_device"])
+def test_create_pretraining_data_refuses_stdin_naming_it(tmp_path, vocab, corpus, stdin):
+    out = tmp_path / "out.tfrecord"
+    process = subprocess.run(
+        script_command("create_pretraining_data.py", "--input_file=/dev/stdin",
+                       f"--output_file={out}", f"--vocab_file={vocab}"),
+        input=corpus.read_text() if stdin == "pipe" else None,
+        stdin=None if stdin == "pipe" else subprocess.DEVNULL, capture_output=True, text=True,
+        env=script_env(), timeout=120)
+    kind = "a pipe" if stdin == "pipe" else "a character device"
+    _one_line_error(process, f"--input_file=/dev/stdin is {kind}, not a regular file")
+    assert not list(tmp_path.glob("out*"))
+
+
+# --- A UTF-8 byte order mark reads as no mark ------------------------------------------------
+
+def _with_bom(path):
+    marked = path.with_name("bom-" + path.name)
+    marked.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    return marked
+
+
+def test_a_squad_file_with_a_bom_reads_as_without(tmp_path):
+    import types
+    from modeling.tasks.squad import SquadTask
+    plain = _squad_file(tmp_path / "dev.json", ["q0", "q1"])
+    options = types.SimpleNamespace(do_train=False, do_predict=True)
+    read = []
+    for path in (plain, _with_bom(plain)):
+        task = SquadTask(predict_file=str(path))
+        task.read(options, None)
+        read.append(([example.qas_id for example in task.test], task.answered))
+    assert read[0] == read[1] == (["q0", "q1"], True)
+
+
+def test_a_conll_file_with_a_bom_reads_as_without(tmp_path):
+    from modeling.data import ner
+    plain = tmp_path / "train.txt"
+    plain.write_text("-DOCSTART- -X- O O\n\nthe DT B-NP O\nkeeper NN I-NP B-PER\n")
+    sentences = [ner.read_conll(path) for path in (plain, _with_bom(plain))]
+    assert [(s.words, s.tags) for s in sentences[0]] == [(s.words, s.tags) for s in sentences[1]]
+    assert sentences[1][0].words == ["the", "keeper"]
+
+
+@pytest.mark.parametrize("name, content, read", [
+    ("vocab.txt", "[PAD]\n[UNK]\n", lambda path: list(tokenization.load_vocab(str(path)))),
+    ("input.txt", "the lamp ||| a keeper\n", lambda path: [
+        (example.text_a, example.text_b) for example in text.read_examples(str(path))]),
+    ("config.json", '{"hidden_size": 32}', lambda path: encoder_config.read_json_object(path)),
+])
+def test_other_text_inputs_with_a_bom_read_as_without(tmp_path, name, content, read):
+    plain = tmp_path / name
+    plain.write_text(content)
+    assert read(plain) == read(_with_bom(plain))

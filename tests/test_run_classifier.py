@@ -150,6 +150,10 @@ def test_train_eval_predict_write_the_original_outputs(trained):
     accuracy = float(results["eval_accuracy"])
     assert accuracy * len(PAIRS) == pytest.approx(round(accuracy * len(PAIRS)))
     assert 0 < float(results["eval_loss"]) < 5 and 0 <= float(results["eval_f1"]) <= 1
+    # Three pairs of each label: the tie goes to "0", half right and never a paraphrase.
+    assert (f"Eval: eval_accuracy {accuracy:.4f} (always guessing the majority label, 0: "
+            f"0.5000); eval_f1 {float(results['eval_f1']):.4f} (always guessing the majority "
+            f"label, 0: 0.0000)") in process.stderr
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint",
                  f"ckpt-{steps}.index"):
         assert (out / name).exists(), name
@@ -372,6 +376,8 @@ def test_real_glue_tasks_give_their_metrics(task, metrics, tmp_path):
                          "'mnli'"),
     ("--max_seq_length=65", "--max_seq_length=65 must be between 3 and max_position_embeddings"),
     ("--train_batch_size=0", "--train_batch_size must be positive, got 0"),
+    ("--task_name=sst-2", "train.tsv:1: does not look like SST-2's train.tsv: its header names "
+                          "column 1 'sentence', column 2 'label'; this one reads 'Quality"),
 ])
 def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
     require_shared()
@@ -382,6 +388,7 @@ def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
     assert process.returncode == 2
     assert message in process.stderr
     assert "Traceback" not in process.stderr
+    assert not (tmp_path / "out/train.tf_record").exists()  # refused before any work
 
 
 def test_a_bad_row_names_the_file_and_line(tmp_path):

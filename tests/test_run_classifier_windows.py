@@ -1,10 +1,13 @@
 """run_classifier.py on documents longer than a window (--doc_stride): Hyperpartisan's XML
 files, one prediction per document from the script and from its export, and the one-line
 refusals of what windows cannot read."""
+import re
+
 import numpy as np
 import pytest
 
 from modeling.data import classifier as classifier_data, windows
+from modeling.evaluation import baseline
 from modeling.text import tokenization
 from scripts import run_script
 from serving import read_features, serve, serve_once
@@ -87,6 +90,11 @@ def test_the_split_and_the_windows_are_the_documented_ones(trained):
     assert max(counts["test"]) > 3 and min(counts["test"]) >= 1
     assert (f"Training on 23 documents ({sum(counts['train'])} windows)" in process.stderr)
     assert f"predict: 4 documents in {sum(counts['test'])} windows" in process.stderr
+    majority, share = baseline.majority(
+        ["false", "true"].index(example.label) for example in splits["dev"])
+    assert re.search(rf"Eval: eval_accuracy [0-9.]+ \(always guessing the majority label, "
+                     rf"{['false', 'true'][majority]}: {share:.4f}\); eval_f1 [0-9.]+ \(always "
+                     rf"guessing the majority label, ", process.stderr)
 
 
 def test_predict_writes_one_row_per_document_the_mean_of_its_windows(trained, served):

@@ -71,6 +71,8 @@ def test_outputs(trained):
     assert probabilities.shape == (4, 4)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-6)
     assert "step 12/12" in process.stderr
+    assert (f"Eval: eval_accuracy {float(results['eval_accuracy']):.4f} (always guessing the "
+            f"most frequent answer, 0: 0.2500, or one of 4 at random: 0.2500)") in process.stderr
 
 
 def test_savedmodel_in_a_tensorflow_only_process_equals_do_predict(trained):

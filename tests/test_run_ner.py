@@ -83,6 +83,10 @@ def test_outputs_keep_every_word_with_a_predicted_tag(trained):
                 "global_step", "eval_f1_PER", "eval_f1_LOC", "eval_f1_ORG"):
         assert key in results, key
     assert 0 <= float(results["eval_f1"]) <= 100
+    tags = [tag for sentence in SENTENCES for _, tag in sentence]
+    assert (f"Eval: eval_f1 {float(results['eval_f1']):.4f} (always guessing the majority tag, "
+            f"O: 0.0000); eval_accuracy {float(results['eval_accuracy']):.4f} (always guessing "
+            f"the majority tag, O: {100 * tags.count('O') / len(tags):.4f})") in process.stderr
     assert "Tags (iob1 in the files, IOB2 inside)" in process.stderr
     assert re.search(r"step \d+/\d+: loss .*, examples_per_second [0-9.]+, elapsed",
                      process.stderr)  # windows/s, as every task's progress shows

@@ -86,6 +86,17 @@ def test_evaluation_counts_only_real_examples():
                                        is_real_example=[0]), None, 2, "mrpc")
 
 
+def test_eval_is_logged_beside_always_answering_the_majority_label():
+    results = {"eval_accuracy": 0.7108, "eval_f1": 0.825, "eval_loss": 0.6, "global_step": 7}
+    assert classifier.against_majority(results, [1] * 279 + [0] * 129, ["0", "1"], "MRPC") == (
+        "eval_accuracy 0.7108 (always guessing the majority label, 1: 0.6838); eval_f1 0.8250 "
+        "(always guessing the majority label, 1: 0.8122)")
+    assert classifier.against_majority({"eval_accuracy": 0.6, "eval_f1": 0.0}, [0, 0, 1],
+                                       ["false", "true"], "hyperpartisan") == (
+        "eval_accuracy 0.6000 (always guessing the majority label, false: 0.6667); eval_f1 "
+        "0.0000 (always guessing the majority label, false: 0.0000)")
+
+
 def test_predictions_and_test_results_of_real_examples(tmp_path):
     trainer = _Predicted(probabilities=[[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]],
                          is_real_example=[1, 1, 0])

@@ -55,6 +55,12 @@ def test_evaluation_counts_only_real_examples():
     assert probabilities.shape == (2, 4)
 
 
+def test_eval_is_logged_beside_the_most_frequent_answer_and_a_random_choice():
+    assert multiple_choice.against_guessing({"eval_accuracy": 0.5}, [2, 1, 2, 0]) == (
+        "eval_accuracy 0.5000 (always guessing the most frequent answer, 2: 0.5000, or one of 4 "
+        "at random: 0.2500)")
+
+
 def test_training_examples_are_shuffled_once_the_same_way_every_run(tmp_path):
     """SWAG's train.csv is stored by video clip: the 100-record shuffle buffer alone would
     train on it in that order."""

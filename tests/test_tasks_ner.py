@@ -49,6 +49,14 @@ def test_the_loss_is_divided_by_the_labelled_tokens_of_the_global_batch(tiny_con
         "loss": 0.5, "token_accuracy": 0.75}
 
 
+def test_eval_is_logged_beside_tagging_every_word_o():
+    gold = [["B-PER", "I-PER", "O", "O"], ["O", "B-LOC"]]
+    results = {"eval_f1": 66.6667, "eval_accuracy": 83.3333, "eval_loss": 0.2}
+    assert ner.against_majority_tag(results, gold) == (
+        "eval_f1 66.6667 (always guessing the majority tag, O: 0.0000); eval_accuracy 83.3333 "
+        "(always guessing the majority tag, O: 50.0000)")  # conlleval's percentages
+
+
 def test_predicted_windows_and_the_weighted_loss():
     class Predicted:
         def predict(self, dataset, names, lengths, **progress):

@@ -1,4 +1,5 @@
-"""Progress lines of passes over examples (eval, predict, extract_features) and their clock."""
+"""Progress lines of training, of passes over examples (eval, predict, extract_features), and
+their clock."""
 import re
 
 from modeling.training import progress
@@ -6,6 +7,24 @@ from modeling.training import progress
 
 def _messages(caplog):
     return [record.getMessage() for record in caplog.records]
+
+
+def test_training_says_no_eta_until_steps_after_the_first_have_a_pace(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "time", lambda: now[0])
+    meter = progress.TrainingProgress(0, 141, seconds=30)
+    assert meter.steps_until_report() == 1
+    now[0] += 16  # the first step: tracing and compiling
+    meter.done(1, 16.0)
+    assert meter.timing() == "elapsed 0:16, ETA at the next report"
+    assert meter.steps_until_report() == 1  # at most one step of the first's pace fits in 30 s
+    now[0] += 0.125
+    meter.done(1, 0.125)
+    assert meter.timing() == "elapsed 0:16, ETA 0:17"  # 139 steps of 0.125 s, not of ~8 s
+    assert meter.steps_until_report() == 240
+    now[0] += 29 * 0.125 + 2.0  # 29 steps, then a checkpoint saved before the next loop
+    meter.done(29, 29 * 0.125)
+    assert meter.timing() == "elapsed 0:22, ETA 0:21"  # 110 steps of 5.75 / 30 s
 
 
 def test_a_pass_reports_count_rate_and_eta_then_a_closing_line(caplog, monkeypatch):

@@ -58,7 +58,7 @@ def _pretrainer(config, **options):
 
 def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints_steps=2):
     dataset_fn = lambda skip: tf.data.Dataset.from_tensors(_batch(pretrainer.model.config)).repeat()
-    return pretrainer.train(dataset_fn, str(directory), steps, iterations_per_loop,
+    return pretrainer.train(dataset_fn, 4, str(directory), steps, iterations_per_loop,
                             save_checkpoints_steps)
 
 
@@ -117,3 +117,62 @@ def test_pretraining_eval_reports_its_batches(tiny_config, caplog):
     assert [line.split(",")[0] for line in lines[:3]] == [
         "eval: 1/3 batches", "eval: 2/3 batches", "eval: 3/3 batches"]
     assert re.fullmatch(r"eval: 3 batches in \d+:\d\d, [0-9.]+ batches/s", lines[3])
+
+
+def _batches_with_a_nan_loss_at(config, step, count=6):
+    """`count` batches whose `step`-th (from 1) has a NaN masked-LM weight, so a NaN loss;
+    each batch's first input id is its number, to tell which ones a loop took."""
+    batches = []
+    for number in range(1, count + 1):
+        batch = _batch(config)
+        batch["input_ids"][0, 0] = number
+        if number == step:
+            batch["masked_lm_weights"][0, 0] = np.nan
+        batches.append(batch)
+    return tf.data.Dataset.from_tensor_slices(
+        {name: np.stack([b[name] for b in batches]) for name in batches[0]})
+
+
+def test_a_loop_stops_a_step_after_the_first_non_finite_loss_and_names_it(tiny_config):
+    pretrainer = _pretrainer(tiny_config)
+    iterator = iter(_batches_with_a_nan_loss_at(tiny_config, 3))
+    assert int(pretrainer._train_loop(iterator, tf.constant(1))["diverged_at"]) == 0
+    totals = pretrainer._train_loop(iterator, tf.constant(4))
+    assert np.isnan(totals["loss"]) and int(totals["diverged_at"]) == 3
+    assert next(iterator)["input_ids"][0, 0] == 5  # step 4 ran, the loop's last, step 5, not
+
+
+def test_a_diverging_run_saves_nothing_after_its_last_finite_checkpoint(tiny_config, tmp_path):
+    pretrainer = _pretrainer(tiny_config)
+    with pytest.raises(ValueError) as raised:
+        pretrainer.train(lambda skip: _batches_with_a_nan_loss_at(tiny_config, 4).skip(skip),
+                         4, str(tmp_path), 6, 2, 2)
+    assert str(raised.value).startswith(
+        "step 4: the loss is nan: the run diverged; stopped before saving it (ckpt-2, the "
+        "newest checkpoint, is the last finite one); look at --learning_rate=0.001, ")
+    assert "--warmup_proportion" in str(raised.value) and "--precision=float32" in str(raised.value)
+    assert sorted(path.name for path in tmp_path.glob("ckpt-*.index")) == ["ckpt-2.index"]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+
+
+def test_weights_gone_non_finite_with_a_finite_loss_are_not_saved(tiny_config, tmp_path):
+    pretrainer = _pretrainer(tiny_config)
+    # A position beyond the batches' 7: no loss reads it, as an overflowing update of a row
+    # that only weight decay moves.
+    table = pretrainer.model.bert.embeddings.position_embeddings
+    table.assign(tf.tensor_scatter_nd_update(table, [[20]], [np.full([32], np.inf, "float32")]))
+    with pytest.raises(ValueError, match=r"^step 2: bert/embeddings/position_embeddings is no "
+                                         r"longer finite \(the loss was [0-9.]+\): the run "
+                                         r"diverged; stopped before saving it \(no checkpoint "
+                                         r"was saved\)"):
+        _train(pretrainer, tmp_path, 4)
+    assert not list(tmp_path.glob("ckpt-*"))
+
+
+def test_a_run_resumes_only_with_the_batch_size_its_checkpoints_record(tiny_config, tmp_path):
+    _train(_pretrainer(tiny_config), tmp_path, 2)
+    dataset_fn = lambda skip: pytest.fail("trained with another batch size")
+    with pytest.raises(ValueError, match=rf"^--train_batch_size=8, but {tmp_path / 'ckpt-2'} was "
+                                         rf"trained with --train_batch_size=4"):
+        _pretrainer(tiny_config).train(dataset_fn, 8, str(tmp_path), 4, 2, 2)
+    assert _train(_pretrainer(tiny_config), tmp_path, 4) == 4  # with its own, it goes on

@@ -489,6 +489,7 @@ def original_to_hf(ckpt_path, hf_dir, config, vocab_file, architecture=None,
     expected = tensor_names(config, found, num_labels,
                             pooler=found in _READ_POOLER or POOLER[0] in present)
     tensors = {name: reader.get_tensor(name) for name in present}
+    reader.verify(skipped)
     matched = _match(expected, tensors, "original", ckpt_path, f"{found} of the config")
     weights = {name.hf: np.ascontiguousarray(value.T) if name.transpose else value
                for name, value in matched.items()}

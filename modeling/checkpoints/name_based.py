@@ -75,6 +75,12 @@ def resolve_checkpoint(ckpt_path):
                              f"naming one of them")
         return indexes[0][:-len(".index")]
     if not tf.io.gfile.exists(ckpt_path + ".index"):
+        if ckpt_path.endswith((".keras", ".weights.h5")) and tf.io.gfile.exists(ckpt_path):
+            # The scripts read original checkpoints only; the converter writes one.
+            raise ValueError(f"{ckpt_path} is a Keras file, not an original checkpoint (a "
+                             f"prefix with .index and .data files); convert it with "
+                             f"convert_checkpoint.py --input={ckpt_path} "
+                             f"--output=<dir>/bert_model.ckpt and pass that prefix")
         raise ValueError(f"Checkpoint {ckpt_path} not found ({ckpt_path}.index does not exist)")
     return ckpt_path
 
@@ -104,6 +110,21 @@ class CheckpointReader:
         """The tensor `name` as a NumPy array."""
         with reading(self.data):
             return self._reader.get_tensor(name)
+
+    def verify(self, names):
+        """Checks the tensors `names` against the checksums the index keeps of them, as
+        TensorFlow does on every read: a reader that skips a tensor (an Adam slot) would
+        otherwise pass over damage that the next reader of the file meets. One tensor is
+        held at a time.
+
+        Raises:
+          UnreadableCheckpoint: naming the data file and the tensor whose bytes are damaged.
+        """
+        for name in names:
+            try:
+                self.get_tensor(name)
+            except UnreadableCheckpoint as error:
+                raise UnreadableCheckpoint(f"{error}, in tensor {name}") from None
 
 
 def open_checkpoint(ckpt_path):
@@ -154,8 +175,9 @@ def load_original(model, ckpt_path, optional=()):
       A `LoadResult`.
 
     Raises:
-      ValueError: a model variable is missing from the checkpoint or has another shape; the
-        message lists every such name with both shapes.
+      ValueError: a model variable is missing from the checkpoint or has another shape (the
+        message lists every such name with both shapes), or the model has fewer encoder
+        layers than the checkpoint.
     """
     reader = open_checkpoint(ckpt_path)
     ckpt_path, ckpt_shapes = reader.path, reader.shapes
@@ -169,6 +191,7 @@ def load_original(model, ckpt_path, optional=()):
         f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
         for name in variables
         if name in ckpt_shapes and tuple(variables[name].shape) != tuple(ckpt_shapes[name]))
+    _check_layer_count(variables, ckpt_shapes, ckpt_path, model.name)
     if missing or mismatched:
         lines = [f"Checkpoint {ckpt_path} does not fit model {model.name}:"]
         lines += [f"  missing from checkpoint: {name} {tuple(variables[name].shape)}"
@@ -183,11 +206,32 @@ def load_original(model, ckpt_path, optional=()):
     leftovers = sorted(name for name in ckpt_shapes if name not in variables)
     skipped = [name for name in leftovers if is_optimizer_state(name)]
     unused = [name for name in leftovers if not is_optimizer_state(name)]
+    reader.verify(leftovers)
     if unused:
         logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
                         model.name, ", ".join(unused))
     return LoadResult(loaded=sorted(set(variables) - set(not_found)), skipped=skipped,
                       unused=unused, not_found=not_found)
+
+
+_LAYER = re.compile(r"^bert/encoder/layer_(\d+)/")
+
+
+def _layer_count(names):
+    return len({match.group(1) for match in map(_LAYER.match, names) if match})
+
+
+def _check_layer_count(variables, ckpt_shapes, ckpt_path, model_name):
+    """Refuses a model with fewer encoder layers than the checkpoint: the layers left over
+    would be dropped without a word but the routine "tensors not used" line, and a model cut
+    short is no model the checkpoint was trained as. (More layers than the checkpoint are
+    missing tensors, which the caller lists.)"""
+    model_layers, ckpt_layers = _layer_count(variables), _layer_count(ckpt_shapes)
+    if 0 < model_layers < ckpt_layers:
+        raise ValueError(f"Checkpoint {ckpt_path} has {ckpt_layers} encoder layers but model "
+                         f"{model_name} has {model_layers} (num_hidden_layers of the config); "
+                         f"its last {ckpt_layers - model_layers} would go unused: pass the "
+                         f"checkpoint's own bert_config.json")
 
 
 def save_original(model, ckpt_path, global_step=None, extra_tensors=None):

@@ -36,17 +36,25 @@ class InputFeatures:
     is_real_example: bool = True
 
 
+def _column(index):
+    """A column index as a user counts: "column 2", or "the last column"."""
+    return "the last column" if index == -1 else f"column {index + 1}"
+
 
 class DataProcessor:
     """Reads one task's train/dev/test files into `InputExample`s.
 
-    Subclasses set `labels` (None for regression), the file names, whether the files have a
-    header, and `columns` / `test_columns`: the (text_a, text_b, label) column indexes.
+    Subclasses set `name`, `labels` (None for regression), the file names, whether the files
+    have a header, `columns` / `test_columns`: the (text_a, text_b, label) column indexes, and
+    `column_names`: the names the header of the task's GLUE file gives those columns (test
+    files name their text columns alike). A header that names them otherwise is another
+    task's file, refused before any row is read.
     """
+    name = None
     labels = None
     files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
     header = True
-    columns = test_columns = None
+    columns = test_columns = column_names = None
 
     @property
     def is_regression(self):
@@ -69,11 +77,35 @@ class DataProcessor:
     def get_test_examples(self, data_dir):
         return self.read(data_dir, "test")
 
+    def has_header(self, split):
+        return self.header
+
     def read(self, data_dir, split):
         path = os.path.join(data_dir, self.files[split])
         files.check_input(path, "--data_dir", data_dir)
-        rows = text.read_tsv(path)[1 if self.header else 0:]
+        rows = text.read_tsv(path)
+        if self.has_header(split) and rows:
+            self.check_header(path, rows[0][1], split)
+            rows = rows[1:]
         return [self.example(path, number, row, split) for number, row in rows]
+
+    def check_header(self, path, header, split, columns=None, names=None):
+        """Refuses a header that does not name the columns read as the task's files do.
+
+        Raises:
+          ValueError: naming the file, line 1, the task, the names expected and the header.
+        """
+        columns = columns or (self.test_columns if split == "test" else self.columns)
+        expected = [(index, name) for index, name in zip(columns, names or self.column_names)
+                    if index is not None and name is not None]
+        found = [header[index].strip().lower() if -len(header) <= index < len(header) else None
+                 for index, _ in expected]
+        if found != [name.lower() for _, name in expected]:
+            names = ", ".join(f"{_column(index)} {name!r}" for index, name in expected)
+            line = "\t".join(header)[:120]
+            raise ValueError(f"{path}:1: does not look like {self.name}'s "
+                             f"{os.path.basename(path)}: its header names {names}; this "
+                             f"one reads {line!r}")
 
     def example(self, path, number, row, split, columns=None):
         """Builds the example of one row; errors name the file and line."""
@@ -99,20 +131,22 @@ class DataProcessor:
 
 
 class ColaProcessor(DataProcessor):
+    name = "CoLA"
     labels = ["0", "1"]
-    header = False  # train and dev have none; test's header is skipped below
     columns, test_columns = (3, None, 1), (1, None, None)
+    column_names = ("sentence", None, None)  # the test file's header; train and dev have none
 
-    def read(self, data_dir, split):
-        examples = super().read(data_dir, split)
-        return examples[1:] if split == "test" else examples
+    def has_header(self, split):
+        return split == "test"
 
 
 class MnliProcessor(DataProcessor):
     """Matched dev/test by default; `MnliMismatchedProcessor` reads the mismatched ones."""
+    name = "MNLI"
     labels = ["contradiction", "entailment", "neutral"]
     files = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
     columns, test_columns = (8, 9, -1), (8, 9, None)
+    column_names = ("sentence1", "sentence2", "gold_label")
 
 
 class MnliMismatchedProcessor(MnliProcessor):
@@ -120,46 +154,63 @@ class MnliMismatchedProcessor(MnliProcessor):
 
 
 class MrpcProcessor(DataProcessor):
+    name = "MRPC"
     labels = ["0", "1"]
     columns, test_columns = (3, 4, 0), (3, 4, None)
+    column_names = ("#1 String", "#2 String", "Quality")
 
 
 class QnliProcessor(DataProcessor):
+    name = "QNLI"
     labels = ["entailment", "not_entailment"]
     columns, test_columns = (1, 2, -1), (1, 2, None)
+    column_names = ("question", "sentence", "label")
 
 
 class QqpProcessor(DataProcessor):
+    name = "QQP"
     labels = ["0", "1"]
     columns, test_columns = (3, 4, 5), (1, 2, None)
+    column_names = ("question1", "question2", "is_duplicate")
 
 
 class RteProcessor(DataProcessor):
+    name = "RTE"
     labels = ["entailment", "not_entailment"]
     columns, test_columns = (1, 2, -1), (1, 2, None)
+    column_names = ("sentence1", "sentence2", "label")
 
 
 class Sst2Processor(DataProcessor):
+    name = "SST-2"
     labels = ["0", "1"]
     columns, test_columns = (0, None, 1), (1, None, None)
+    column_names = ("sentence", None, "label")
 
 
 class StsbProcessor(DataProcessor):
+    name = "STS-B"
     labels = None  # regression: the score in [0, 5]
     columns, test_columns = (7, 8, -1), (7, 8, None)
+    column_names = ("sentence1", "sentence2", "score")
 
 
 class WnliProcessor(DataProcessor):
+    name = "WNLI"
     labels = ["0", "1"]
     columns, test_columns = (1, 2, -1), (1, 2, None)
+    column_names = ("sentence1", "sentence2", "label")
 
 
 class XnliProcessor(DataProcessor):
     """The original's layout: XNLI-1.0/xnli.{dev,test}.tsv (all languages, column 0 the language)
     and multinli/multinli.train.<language>.tsv; `language` as the original's default, zh."""
+    name = "XNLI"
     labels = ["contradiction", "entailment", "neutral"]
     files = {"train": None, "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}
     columns = test_columns = (6, 7, 1)
+    column_names = ("sentence1", "sentence2", "gold_label")
+    train_columns, train_column_names = (0, 1, 2), ("premise", "hypo", "label")
 
     def __init__(self, language="zh"):
         self.language = language
@@ -168,17 +219,25 @@ class XnliProcessor(DataProcessor):
         if split == "train":
             path = os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
             files.check_input(path, "--data_dir", data_dir)
+            rows = text.read_tsv(path)
+            if rows:
+                self.check_header(path, rows[0][1], split, self.train_columns,
+                                  self.train_column_names)
             examples = []
-            for number, row in text.read_tsv(path)[1:]:
+            for number, row in rows[1:]:
                 # The translated MultiNLI says "contradictory" where XNLI says "contradiction".
                 row = ["contradiction" if field == "contradictory" and index == 2 else field
                        for index, field in enumerate(row)]
-                examples.append(self.example(path, number, row, "train", columns=(0, 1, 2)))
+                examples.append(self.example(path, number, row, "train",
+                                             columns=self.train_columns))
             return examples
         path = os.path.join(data_dir, "XNLI-1.0", self.files[split])
         files.check_input(path, "--data_dir", data_dir)
+        rows = text.read_tsv(path)
+        if rows:
+            self.check_header(path, rows[0][1], split)
         return [self.example(path, number, row, "dev")
-                for number, row in text.read_tsv(path)[1:] if row and row[0] == self.language]
+                for number, row in rows[1:] if row and row[0] == self.language]
 
 
 class HyperpartisanProcessor(DataProcessor):

@@ -29,7 +29,7 @@ import dataclasses
 import os
 
 from modeling import files
-from modeling.data import records
+from modeling.data import records, text
 
 SCHEMES = ("auto", "iob1", "iob2")
 SPLIT_FILES = {"train": ("train.txt",), "dev": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
@@ -108,10 +108,7 @@ def read_conll(path):
     words, tags, lines, numbers = [], [], [], []
     with open(path, "rb") as reader:
         for number, raw in enumerate(reader, start=1):
-            try:
-                line = raw.decode("utf-8").rstrip()
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}:{number}: not UTF-8 ({error})") from None
+            line = text.decode_line(raw, path, number).rstrip()
             columns = line.split()
             if not columns or columns[0] == _DOCSTART:
                 if words:

@@ -116,6 +116,8 @@ class ShardTask:
     spans: tuple
     document_filter: tuple  # (modulus, remainder), or None for every document
     outputs: tuple  # paths this shard writes, one per output file
+    names: tuple  # the output files they become part of, for messages
+    share: float  # about what part of each output file this shard makes, for messages
     vocab_file: str
     do_lower_case: bool
     options: pretraining.InstanceOptions
@@ -205,16 +207,14 @@ def make_shard(task):
         lambda made: _reporter.add(passes=per_document, instances=made),
         lambda instance: records.frame(encoder.encode(instance)))
     per_instance = 1 / max(len(instances), 1)
-    writers = [open(path, "wb") for path in task.outputs]
-    try:
-        for index, record in enumerate(instances):
-            writers[index % len(writers)].write(record)
-            if index % 256 == 255:
-                _reporter.add(written=256 * per_instance)
-    finally:
-        for writer in writers:
-            writer.close()
-    _reporter.add(written=(len(instances) % 256) * per_instance)
+    count = len(task.outputs)
+    for index, (path, name) in enumerate(zip(task.outputs, task.names)):
+        part = instances[index::count]  # round-robin across the output files
+        needed = sum(map(len, part)) / task.share
+        with files.out_of_space(name, needed), open(path, "wb") as writer:
+            for start in range(0, len(part), 256):
+                writer.writelines(part[start:start + 256])
+                _reporter.add(written=len(part[start:start + 256]) * per_instance)
     _reporter.flush()
     return ShardResult(task.outputs, len(documents), len(instances))
 
@@ -260,17 +260,24 @@ class Progress:
 
 
 def _plan(paths, outputs, num_workers, chunk_bytes, **task_fields):
+    task_fields["names"] = tuple(outputs)
     if chunk_bytes > 0:
         spans_per_shard = plan_chunks(paths, chunk_bytes)
         filters = [None] * len(spans_per_shard)
+        total = sum(os.path.getsize(p) for p in paths)
+        shares = [sum(span.end - span.start for span in spans) / total
+                  for spans in spans_per_shard]
     elif num_workers > 1:
         spans_per_shard = [whole_files(paths)] * num_workers
         filters = [(num_workers, k) for k in range(num_workers)]
+        shares = [1 / num_workers] * num_workers
     else:
         return [ShardTask(shard=None, spans=tuple(whole_files(paths)), document_filter=None,
-                          outputs=tuple(files.temp_path(p, "final") for p in outputs), **task_fields)]
+                          outputs=tuple(files.temp_path(p, "final") for p in outputs), share=1.0,
+                          **task_fields)]
     return [ShardTask(shard=k, spans=tuple(spans), document_filter=filters[k],
-                      outputs=tuple(files.temp_path(p, f"shard{k}") for p in outputs), **task_fields)
+                      outputs=tuple(files.temp_path(p, f"shard{k}") for p in outputs),
+                      share=shares[k], **task_fields)
             for k, spans in enumerate(spans_per_shard)]
 
 
@@ -335,13 +342,15 @@ def _run(tasks, finals, num_workers, progress):
         with context.Pool(min(num_workers, len(tasks)), initializer=_start_worker,
                           initargs=(progress_queue, os.getpid())) as pool:
             reader.start()  # after the workers' fork, so that none inherits a lock it holds
-            for result in pool.imap(make_shard, tasks):
+            for task, result in zip(tasks, pool.imap(make_shard, tasks)):
                 documents += result.documents
                 instances += result.instances
-                for writer, path in zip(writers, result.outputs):
-                    with open(path, "rb") as shard_file:
+                for writer, path, name in zip(writers, result.outputs, task.names):
+                    with files.out_of_space(name, os.path.getsize(path) / task.share), \
+                            open(path, "rb") as shard_file:
                         while block := shard_file.read(1 << 24):
                             writer.write(block)
+                        writer.flush()  # here, where a full disk is named
                     os.remove(path)
     finally:
         for writer in writers:

@@ -11,7 +11,6 @@ only one whose prediction for it counts.
 No TensorFlow is imported here.
 """
 import dataclasses
-import json
 
 from absl import logging
 
@@ -52,7 +51,7 @@ class SquadExample:
     """One question about one context.
 
     Attributes:
-      qas_id: the question's "id" (a str in SQuAD).
+      qas_id: str, the question's "id".
       question_text: str.
       doc_tokens: list of str, the context split on whitespace (see `_split_context`).
       orig_answer_text: str, the answer as written; "" for an impossible question; None when
@@ -63,7 +62,7 @@ class SquadExample:
       is_impossible: bool; only read from the file when training on SQuAD 2.0, as in the
         original, so it is False for every prediction example.
     """
-    qas_id: object
+    qas_id: str
     question_text: str
     doc_tokens: list
     orig_answer_text: str = None
@@ -176,16 +175,12 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
     Raises:
       ValueError: naming the file, and the question id where there is one: the file is not
         JSON or not SQuAD-shaped (no "data" list, a paragraph without "context" or "qas", a
-        question without "id" or "question", two questions of one id, which predictions.json
-        is keyed by; when training, a question without "answers", without "is_impossible" in
-        SQuAD 2.0, with other than exactly one answer, or an answer without "text" or
-        "answer_start", empty, or reaching outside its context).
+        question without "id" or "question", an id that is no string, two questions of one
+        id, which predictions.json is keyed by; when training, a question without "answers",
+        without "is_impossible" in SQuAD 2.0, with other than exactly one answer, or an answer
+        without "text" or "answer_start", empty, or reaching outside its context).
     """
-    try:
-        with open(input_file, encoding="utf-8-sig") as reader:
-            input_data = json.load(reader)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{input_file} is not a UTF-8 JSON file: {error}") from None
+    input_data = text.read_json(input_file)
     examples, ids = [], []
     for i, entry in enumerate(_get(input_data, "data", list, input_file)):
         for j, paragraph in enumerate(_get(entry, "paragraphs", list,
@@ -194,7 +189,9 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
             context = _get(paragraph, "context", str, where)
             doc_tokens, char_to_word_offset = _split_context(context)
             for k, qa in enumerate(_get(paragraph, "qas", list, where)):
-                qas_id = _get(qa, "id", object, f"{where}.qas[{k}]")
+                # A string, as SQuAD's: predictions.json is keyed by it, where 7 and "7"
+                # would be one key.
+                qas_id = _get(qa, "id", str, f"{where}.qas[{k}]")
                 ids.append((qas_id, f"data[{i}].paragraphs[{j}].qas[{k}]"))
                 where_qa = f"{input_file}: question {qas_id!r}"
                 question_text = _get(qa, "question", str, where_qa)

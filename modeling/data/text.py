@@ -1,9 +1,11 @@
 """Reading text files as the original reads them, and packing text pairs as `[CLS] a [SEP]
 (b [SEP])`: what every data module shares, without TensorFlow or the corpus pipeline. The
 examples and features are the original `extract_features.py`'s input."""
+import codecs
 import csv
 import dataclasses
 import io
+import json
 import re
 
 # csv's default field limit is 128 KiB; real sentences and documents can be longer.
@@ -12,12 +14,15 @@ FIELD_SIZE_LIMIT = 2 ** 31 - 1
 
 def decode_line(raw, path, number):
     """One line's bytes as the original's `tf.gfile` text reader gives it: every "\\r"
-    dropped, strict UTF-8.
+    dropped, strict UTF-8. A UTF-8 byte order mark opening line 1 is dropped: editors on
+    Windows write one, and it would otherwise stick to the file's first word.
 
     Raises:
       ValueError: the line is not UTF-8 (the original dies with a UnicodeDecodeError there);
         the message names the file and line.
     """
+    if number == 1 and raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
     try:
         return raw.replace(b"\r", b"").decode("utf-8")
     except UnicodeDecodeError as error:
@@ -42,6 +47,26 @@ def read_tsv(path):
     csv.field_size_limit(FIELD_SIZE_LIMIT)
     rows = csv.reader(io.StringIO(content, newline=""), delimiter="\t", quotechar=None)
     return list(enumerate(rows, start=1))
+
+
+def read_json(path):
+    """Parses a UTF-8 JSON file, a byte order mark tolerated (as `read_tsv` tolerates one).
+    Remote paths (gs://...) are read through `tf.io.gfile`.
+
+    Raises:
+      ValueError: the file is not UTF-8 or not JSON; names the file.
+    """
+    if "://" in str(path):
+        import tensorflow as tf
+        with tf.io.gfile.GFile(path, "rb") as reader:
+            data = reader.read()
+    else:
+        with open(path, "rb") as reader:
+            data = reader.read()
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a UTF-8 JSON file: {error}") from None
 
 
 def check_unique_ids(path, ids):

@@ -120,7 +120,7 @@ def read_json_object(path):
       OSError: if it cannot be read.
     """
     try:
-        with open(path, encoding="utf-8") as reader:
+        with open(path, encoding="utf-8-sig") as reader:
             data = json.load(reader)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None

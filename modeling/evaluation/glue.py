@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from modeling.evaluation import baseline
+
 
 def _pair(a, b, dtype=None):
     a, b = np.asarray(a, dtype).ravel(), np.asarray(b, dtype).ravel()
@@ -95,3 +97,15 @@ def task_metrics(task_name, labels, predictions):
     if metrics is None:
         raise ValueError(f"Task not found: {task_name!r}; known tasks: {sorted(TASK_METRICS)}")
     return {key: metric(labels, predictions) for key, metric in metrics.items()}
+
+
+def majority_metrics(task_name, labels):
+    """The eval metrics of always answering the most frequent of `labels`, a classification
+    task's [N] int class indices (`baseline.majority`).
+
+    Returns:
+      (the class index answered, {"eval_accuracy": float, and the task's `TASK_METRICS`}).
+    """
+    guess, share = baseline.majority(np.asarray(labels).tolist())
+    guesses = np.full(len(labels), guess)
+    return guess, {"eval_accuracy": share, **task_metrics(task_name, labels, guesses)}

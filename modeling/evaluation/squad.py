@@ -265,7 +265,7 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
 
 def _read_json(path):
     """Parses a JSON file; OSError for a missing file, ValueError (naming it) for bad JSON."""
-    with open(path, encoding="utf-8") as file:
+    with open(path, encoding="utf-8-sig") as file:
         try:
             return json.load(file)
         except ValueError as error:  # JSONDecodeError, UnicodeDecodeError

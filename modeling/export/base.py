@@ -135,20 +135,30 @@ def label_table(label_names):
 
 def save_versioned(module, export_dir):
     """Saves `module` to `export_dir/<version>/`, the layout TF Serving watches, atomically:
-    the version (seconds since the epoch, as the Estimator's) appears only once complete, with
-    its warm-up requests (`assets.extra/tf_serving_warmup_requests`).
+    the version (seconds since the epoch, as the Estimator's, or the next one free) appears
+    only once complete, with its warm-up requests (`assets.extra/tf_serving_warmup_requests`).
+
+    It is written as `<version>.tmp-<pid>`, a name TF Serving does not take for a version, and
+    the version is claimed by the rename at the end: an export finished meanwhile (another
+    process, the same second) keeps its own. What killed exports left is removed first.
 
     Returns:
       The version directory.
     """
     tf.io.gfile.makedirs(export_dir)
+    files.remove_stale_temps_in(export_dir)
     version = int(time.time())
-    while tf.io.gfile.exists(os.path.join(export_dir, str(version))):
-        version += 1
     final = os.path.join(export_dir, str(version))
-    # Written as <version>.tmp-<pid>, a name TF Serving does not take for a version.
-    with files.atomic_path(final) as temp:
-        signatures = module.signatures()
-        tf.saved_model.save(module, temp, signatures=signatures)
-        warmup.write_requests(temp, signatures, *module.warmup_batches())
-    return final
+    temp = files.temp_path(final)
+    try:
+        with files.out_of_space(final):
+            signatures = module.signatures()
+            tf.saved_model.save(module, temp, signatures=signatures)
+            warmup.write_requests(temp, signatures, *module.warmup_batches())
+        while not files.rename_unless_taken(temp, final):
+            version += 1
+            final = os.path.join(export_dir, str(version))
+        return final
+    except BaseException:
+        files.remove_quietly(temp)
+        raise

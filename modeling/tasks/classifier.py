@@ -9,7 +9,7 @@ from absl import logging
 
 from modeling import export, files, heads
 from modeling.data import classifier as classifier_data, windows
-from modeling.evaluation import glue
+from modeling.evaluation import baseline, glue
 from modeling.models.classifier import BertClassifier
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_choice
@@ -86,6 +86,14 @@ def evaluate(trainer, dataset, batch_size, task_name, total=None):
         results["eval_accuracy"] = glue.accuracy(labels, predictions)
     results.update(glue.task_metrics(task_name, labels, predictions))
     return results
+
+
+def against_majority(results, label_ids, labels, task_name):
+    """The eval log's comparison of `results` with always answering the majority label of
+    `label_ids` ([N] int class indices of `labels`), metric by metric (`baseline.beside`)."""
+    guess, floor = glue.majority_metrics(task_name, label_ids)
+    words = f"always guessing the majority label, {labels[guess]}"
+    return baseline.beside(results, {metric: [(words, value)] for metric, value in floor.items()})
 
 
 def document_probabilities(trainer, dataset, counts, aggregation, what="predict", total=None):
@@ -200,9 +208,16 @@ class ClassifierTask(fine_tuning.Task):
             split_results = self._evaluate_split(context, examples, f"eval{suffix}")
             logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
                          split_results)
+            if not self.processor.is_regression:  # a constant score has no correlation
+                logging.info("Eval%s: %s", suffix, against_majority(
+                    split_results, self._label_ids(examples), self.labels, self.task_name))
             results.update({key if key == "global_step" else key + suffix: value
                             for key, value in split_results.items()})
         context.write_eval_results(results)
+
+    def _label_ids(self, examples):
+        """The class index of each example's label."""
+        return [self.labels.index(example.label) for example in examples]
 
     def _evaluate_split(self, context, examples, name):
         batch_size = context.options.eval_batch_size
@@ -316,6 +331,9 @@ class DocumentClassifierTask(ClassifierTask):
         return document_probabilities(
             context.trainer, self._dataset(context, path, batch_size),
             [len(document) for document in documents], self.aggregation, what, len(features))
+
+    def _label_ids(self, documents):
+        return [document[0].label_id for document in documents]
 
     def _evaluate_split(self, context, documents, name):
         batch_size = context.options.eval_batch_size

@@ -123,6 +123,10 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     files.check_outputs([output_file], [input_file, vocab_file, bert_config_file])
     require_positive("batch_size", batch_size)
     require_positive("progress_seconds", progress_seconds)
+    try:
+        init_checkpoint = name_based.resolve_checkpoint(init_checkpoint)
+    except ValueError as error:
+        raise ValueError(f"--init_checkpoint={init_checkpoint}: {error}") from None
     config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(max_seq_length, config, bert_config_file)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)

@@ -7,6 +7,7 @@ from absl import logging
 
 from modeling import export, files, heads
 from modeling.data import multiple_choice as multiple_choice_data
+from modeling.evaluation import baseline
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import Trainer
@@ -61,6 +62,16 @@ def evaluate(trainer, dataset, what="eval", total=None):
     loss = float(outputs["per_example_loss"][real].mean()) if real.any() else 0.0
     return {"eval_accuracy": accuracy, "eval_loss": loss,
             "global_step": trainer.global_step}, probabilities
+
+
+def against_guessing(results, labels):
+    """The eval log's comparison of `results` (eval_accuracy) with always answering the most
+    frequent right choice of `labels` ([N] int), and with choosing at random."""
+    answer, share = baseline.majority(labels)
+    return baseline.beside(results, {"eval_accuracy": [
+        (f"always guessing the most frequent answer, {answer}", share),
+        (f"one of {multiple_choice_data.NUM_CHOICES} at random",
+         1 / multiple_choice_data.NUM_CHOICES)]})
 
 
 class MultipleChoiceTask(fine_tuning.Task):
@@ -118,6 +129,8 @@ class MultipleChoiceTask(fine_tuning.Task):
     def evaluate(self, context):
         results, _ = self._evaluate(context, self.dev, "eval", context.options.eval_batch_size)
         logging.info("Eval results: %s", results)
+        if self.dev:
+            logging.info("Eval: %s", against_guessing(results, [e.label for e in self.dev]))
         context.write_eval_results(results)
 
     def predict(self, context):

@@ -12,6 +12,7 @@ from google.protobuf import message
 from modeling import files, heads
 from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
+from modeling.evaluation import baseline
 from modeling.models.pretraining import BertPretrainer
 from modeling.training import (compilation_cache, distribution, fine_tuning, input_pipeline,
                                output_lock)
@@ -283,9 +284,9 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
                 options.max_predictions_per_seq, is_training=True, seed=options.seed,
                 skip_batches=skip_batches)
         with _input_errors(options.input_file):
-            pretrainer.train(dataset_fn, options.output_dir, options.num_train_steps,
-                             options.iterations_per_loop, options.save_checkpoints_steps,
-                             options.keep_checkpoint_max)
+            pretrainer.train(dataset_fn, options.train_batch_size, options.output_dir,
+                             options.num_train_steps, options.iterations_per_loop,
+                             options.save_checkpoints_steps, options.keep_checkpoint_max)
         fine_tuning.keep_original(pretrainer, write_dir)
         if chief:
             tf.io.gfile.copy(options.bert_config_file, os.path.join(
@@ -302,12 +303,12 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
             results = pretrainer.evaluate(dataset, options.max_eval_steps)
             floor = constant_guess_accuracies(dataset, options.max_eval_steps)
         logging.info("Eval results: %s", results)
-        logging.info(
-            "Eval: masked_lm_accuracy %.4f (always guessing the most frequent masked token, id "
-            "%d: %.4f); next_sentence_accuracy %.4f (always guessing the majority label, %d: "
-            "%.4f)", results["masked_lm_accuracy"], floor["masked_lm_id"],
-            floor["masked_lm_accuracy"], results["next_sentence_accuracy"],
-            floor["next_sentence_label"], floor["next_sentence_accuracy"])
+        logging.info("Eval: %s", baseline.beside(results, {
+            "masked_lm_accuracy": [(f"always guessing the most frequent masked token, id "
+                                    f"{floor['masked_lm_id']}", floor["masked_lm_accuracy"])],
+            "next_sentence_accuracy": [(f"always guessing the majority label, "
+                                        f"{floor['next_sentence_label']}",
+                                        floor["next_sentence_accuracy"])]}))
         if chief:
             files.write_eval_results(results, os.path.join(options.output_dir,
                                                            "eval_results.txt"))

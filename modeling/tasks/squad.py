@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import export, files, heads
-from modeling.data import squad as squad_data
+from modeling.data import squad as squad_data, text
 from modeling.evaluation import squad as squad_evaluation, squad_answers
 from modeling.models.squad import BertSpanModel
 from modeling.training import fine_tuning, input_pipeline
@@ -117,8 +117,7 @@ class SquadTask(fine_tuning.Task):
             self.test = squad_data.read_squad_examples(
                 self.predict_file, is_training=False,
                 version_2_with_negative=self.version_2_with_negative)
-            with tf.io.gfile.GFile(self.predict_file) as reader:
-                dataset = json.load(reader)
+            dataset = text.read_json(self.predict_file)
             self.answered = any(qa.get("answers") for article in dataset["data"]
                                 for paragraph in article["paragraphs"] for qa in paragraph["qas"])
         return len(self.train)

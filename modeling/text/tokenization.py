@@ -146,7 +146,7 @@ def load_vocab(vocab_file):
             token before its end. One final newline, or none, is fine.
     """
     try:
-        with open(vocab_file, encoding="utf-8", newline="") as reader:
+        with open(vocab_file, encoding="utf-8-sig", newline="") as reader:
             contents = reader.read()
     except FileNotFoundError:
         raise FileNotFoundError(

@@ -17,6 +17,8 @@ from modeling import files
 from modeling.checkpoints import name_based
 
 NAME = "ckpt"
+# What a training run saves its global batch size as, beside the model and optimizer.
+BATCH_SIZE = "train_batch_size"
 
 
 def on_disk(directory):
@@ -27,6 +29,25 @@ def on_disk(directory):
                    (re.fullmatch(rf"{NAME}-(\d+)\.index", entry)
                     for entry in tf.io.gfile.listdir(directory)) if match)
     return [os.path.join(directory, f"{NAME}-{step}") for step in steps]
+
+
+def check_batch_size(path, batch_size):
+    """Raises ValueError when checkpoint `path` was saved by a run of another global batch
+    size: a run counts its progress in batches of its size (the step reached, the data read),
+    so another size would resume at the wrong place in the data, or find itself past its last
+    step and train nothing. A checkpoint that does not say, or cannot be read, passes (its
+    restore names any damage)."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        saved = int(reader.get_tensor(f"{BATCH_SIZE}/.ATTRIBUTES/VARIABLE_VALUE"))
+    except (tf.errors.OpError, ValueError):
+        return
+    if saved != batch_size:
+        raise ValueError(
+            f"--train_batch_size={batch_size}, but {path} was trained with "
+            f"--train_batch_size={saved}, and a run resumes only with the batch size it started "
+            f"with; rerun with --train_batch_size={saved}, or give another --output_dir to start "
+            f"afresh")
 
 
 def note_disagreement(directory, paths):

@@ -44,13 +44,42 @@ def get_strategy(name, tpu_name=None, tpu_zone=None, gcp_project=None, master=No
 
 
 def check_tf_config():
-    """Raises ValueError, naming TF_CONFIG and where its JSON breaks, unless the variable
-    that multi_worker_mirrored reads is unset or JSON: TensorFlow's own error names neither."""
+    """Raises ValueError, naming TF_CONFIG and what is wrong in it, unless the variable that
+    multi_worker_mirrored reads is unset or a cluster TensorFlow can join: TensorFlow's own
+    errors name neither, and it takes JSON of another shape (`[]`) silently as one worker."""
+    text = os.environ.get("TF_CONFIG", "")
     try:
-        json.loads(os.environ.get("TF_CONFIG", "{}"))
+        config = json.loads(text or "{}")
     except json.JSONDecodeError as error:
         raise ValueError(f"TF_CONFIG is not JSON: {error.msg} at line {error.lineno} column "
                          f"{error.colno} (char {error.pos})") from None
+    problem = _cluster_problem(config)
+    if problem:
+        raise ValueError(f"TF_CONFIG={text}: {problem} (expected "
+                         f'{{"cluster": {{"worker": ["host:port", ...]}}, '
+                         f'"task": {{"type": "worker", "index": 0}}}})')
+
+
+def _cluster_problem(config):
+    """What keeps a decoded TF_CONFIG from naming a cluster and this process's task in it, or
+    None (an empty object too: one local worker, as TensorFlow takes an unset variable)."""
+    if not isinstance(config, dict):
+        return f"a JSON {type(config).__name__}, not an object"
+    cluster, task = config.get("cluster"), config.get("task")
+    if not cluster:
+        return "a task but no cluster" if task else None
+    if not isinstance(cluster, dict) or not all(
+            isinstance(addresses, list) and addresses for addresses in cluster.values()):
+        return '"cluster" is not an object of jobs, each a list of addresses'
+    if not isinstance(task, dict):
+        return 'a cluster but no "task" for this process'
+    kind, index = task.get("type"), task.get("index")
+    if kind not in cluster:
+        return f'the task\'s type {kind!r} is not a job of the cluster ({", ".join(cluster)})'
+    if not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
+        return (f"the task's index {index!r} is not one of the {len(cluster[kind])} "
+                f"{kind} addresses (0 to {len(cluster[kind]) - 1})")
+    return None
 
 
 def per_replica_batches(strategy, dataset):

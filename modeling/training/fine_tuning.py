@@ -244,13 +244,12 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         files.remove_stale_temps_in(options.output_dir)
     context = Context(options, config, tokenizer, strategy, chief, write_dir,
                       padding_is_inert=task.PADDING_IS_INERT)
-    if context.on_tpu and options.dynamic_padding:
+    if not task.PADDING_IS_INERT:
+        logging.info("This task reads the padded positions, as the original: every batch is "
+                     "padded to --max_seq_length=%d", options.max_seq_length)
+    elif context.on_tpu and options.dynamic_padding:
         logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
                      "(--dynamic_padding ignored)", options.max_seq_length)
-    elif options.dynamic_padding and not task.PADDING_IS_INERT:
-        logging.info("This task reads the padded positions, as the original: every batch is "
-                     "padded to --max_seq_length=%d (--dynamic_padding ignored)",
-                     options.max_seq_length)
     logging.info("Batches: %s", context.padding)
     context.trainer = trainer = task.build_trainer(
         strategy, config, options, max(num_train_steps, 1),
@@ -261,10 +260,17 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
 
     if options.do_train:
         path = context.record_path("train")
-        task.write_train_records(context, path)
-        trainer.train(lambda skip_batches: task.train_dataset(context, path, skip_batches),
-                      options.output_dir, num_train_steps, options.iterations_per_loop,
-                      options.save_checkpoints_steps, options.keep_checkpoint_max)
+
+        def dataset_fn(skip_batches):
+            # Called once the run has resumed: a checkpoint in output_dir of another task or
+            # config is refused before any record is written there, and a finished run
+            # writes none.
+            task.write_train_records(context, path)
+            return task.train_dataset(context, path, skip_batches)
+
+        trainer.train(dataset_fn, options.train_batch_size, options.output_dir, num_train_steps,
+                      options.iterations_per_loop, options.save_checkpoints_steps,
+                      options.keep_checkpoint_max)
         keep_original(trainer, write_dir)
         head_missing = []
     elif trainer.restore_latest(options.output_dir):

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from modeling import files
-from modeling.training import compilation_cache, distribution
+from modeling.training import checkpoint_dir, compilation_cache, distribution
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
@@ -52,8 +52,9 @@ class TrainingOptions:
 
     def check(self):
         """Raises ValueError naming the first option out of range, else the first input that
-        cannot be read or output that cannot be written: before any work, so that no run
-        fails at its end for a path it was given at its start."""
+        cannot be read or output that cannot be written, or the checkpoints a training run
+        would resume from being of another batch size: before any work, so that no run fails
+        at its end for a path it was given at its start."""
         self.check_values()
         for name in self.INPUT_FILES:
             files.check_input(getattr(self, name), f"--{name}")
@@ -64,6 +65,9 @@ class TrainingOptions:
             files.check_writable_directory(
                 os.path.join(self.output_dir, ORIGINAL_CHECKPOINT_DIR), "--output_dir",
                 self.output_dir)
+            resumed = checkpoint_dir.on_disk(self.output_dir)
+            if resumed:
+                checkpoint_dir.check_batch_size(resumed[-1], self.train_batch_size)
 
     def check_values(self):
         """The checks of the values alone, no path touched; a subclass adds its own."""

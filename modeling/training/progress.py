@@ -10,30 +10,41 @@ from absl import logging
 
 
 class TrainingProgress:
-    """When to report training progress (every `seconds`, the first step at once, so that a
-    run shows life as soon as its step is compiled) and the elapsed time and ETA to print."""
+    """When to report training progress (every `seconds`, the first loop at once, so that a
+    run shows life as soon as its step is compiled) and the elapsed time and ETA to print.
+
+    The pace is that of the wall clock since the end of the first loop, checkpoints saved on
+    the way included; the first loop's, which includes tracing and compiling, only bounds how
+    many steps fit in `seconds` until a later loop has ended.
+    """
 
     def __init__(self, step, total, seconds):
         self.step, self.total, self.seconds = step, total, seconds
         self.start = time.time()
-        self.seconds_per_step = None
-        self.paced = False
+        self.paced_from = None  # (time, step) at the end of the first loop
+        self.first_seconds_per_step = None
+        self.seconds_per_step = None  # measured after the first loop
 
     def steps_until_report(self):
-        if self.seconds_per_step is None:
+        pace = self.seconds_per_step or self.first_seconds_per_step
+        if pace is None:
             return 1
-        return max(1, int(self.seconds / max(self.seconds_per_step, 1e-9)))
+        return max(1, int(self.seconds / max(pace, 1e-9)))
 
     def done(self, steps, elapsed):
-        first = self.seconds_per_step is None
-        self.paced = not first
+        """Counts a loop of `steps` steps that took `elapsed` seconds."""
         self.step += steps
-        self.seconds_per_step = elapsed / steps if first or steps > 1 else (
-            0.5 * self.seconds_per_step + 0.5 * elapsed / steps)
+        now = time.time()
+        if self.paced_from is None:
+            self.paced_from = (now, self.step)
+            self.first_seconds_per_step = elapsed / steps
+            return
+        since, step_then = self.paced_from
+        self.seconds_per_step = (now - since) / (self.step - step_then)
 
     def timing(self):
         elapsed = f"elapsed {clock(time.time() - self.start)}"
-        if not self.paced:
+        if self.seconds_per_step is None:
             return elapsed + ", ETA at the next report"
         return f"{elapsed}, ETA {clock((self.total - self.step) * self.seconds_per_step)}"
 

@@ -5,6 +5,7 @@ over replicas, clipped to global norm 1.0, the original optimizer. Each replica 
 share of the loss by global counts (all-reduced before the forward pass), so N replicas compute
 the update one device computes for the same batch. Tasks subclass `Trainer` with their loss.
 """
+import math
 import os
 import re
 import time
@@ -58,8 +59,10 @@ class Trainer:
         dropout_seeds = [layer.seed_generator.state for layer in internals.all_layers(self.model)
                          if getattr(layer, "seed_generator", None) is not None]
         extra = {"loss_scale": self.loss_scale} if self.loss_scale else {}
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              dropout_seeds=dropout_seeds, **extra)
+        self._state = dict(model=self.model, optimizer=self.optimizer,
+                           dropout_seeds=dropout_seeds, **extra)
+        # What a checkpoint must hold to be resumed from; `train` saves its batch size too.
+        self.checkpoint = tf.train.Checkpoint(**self._state)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
                                              autograph=False)
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
@@ -194,17 +197,38 @@ class Trainer:
     # tf-nightly 2.23's AutoGraph failed on this loop ("Unknown node type Expr").
     @tf.function(autograph=False)
     def _train_loop(self, iterator, steps):
-        def train_step(step, totals):
+        """Runs `steps` training steps, or fewer when the loss goes non-finite (a diverging
+        run): then it stops one step after the first such step.
+
+        Returns:
+          dict of scalars: the METRICS and "examples" summed over the steps run (float32; a
+          non-finite "loss" if one was), and "diverged_at" (int64): the global step number,
+          counted from 1, of the first step whose loss was not finite, else 0.
+        """
+        def train_step(step, totals, _, diverged_at):
+            number = self.optimizer.iterations + 1
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
-            return step + 1, {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
-                              for key, total in totals.items()}
+            summed = {key: total + self.strategy.reduce(SUM, per_replica[key], axis=None)
+                      for key, total in totals.items()}
+            # A non-finite loss leaves the sum non-finite. (Overflowing float16 gradients
+            # with a finite loss are the loss scale's to skip.)
+            first = tf.logical_and(tf.math.is_finite(totals["loss"]),
+                                   tf.logical_not(tf.math.is_finite(summed["loss"])))
+            return step + 1, summed, totals["loss"], tf.where(first, number, diverged_at)
+
+        def going_on(step, _, loss_before_last_step, __):
+            # The loss as of the step before the one just run: on a GPU, testing the last
+            # step's would have the host wait for each step to finish before it queues the
+            # next one.
+            return tf.logical_and(step < steps, tf.math.is_finite(loss_before_last_step))
 
         totals = {key: tf.constant(0.0) for key in dict.fromkeys(self.METRICS + ("examples",))}
-        _, totals = tf.while_loop(lambda step, _: step < steps, train_step,
-                                  (tf.constant(0), totals))
-        return totals
+        _, totals, _, diverged_at = tf.while_loop(
+            going_on, train_step,
+            (tf.constant(0), totals, tf.constant(0.0), tf.constant(0, tf.int64)))
+        return dict(totals, diverged_at=diverged_at)
 
-    def train(self, dataset_fn, output_dir, num_train_steps, iterations_per_loop,
+    def train(self, dataset_fn, batch_size, output_dir, num_train_steps, iterations_per_loop,
               save_checkpoints_steps, keep_checkpoints=5):
         """Trains to `num_train_steps`, resuming from the newest intact checkpoint in
         `output_dir` (`checkpoint_dir`).
@@ -212,6 +236,8 @@ class Trainer:
         Args:
           dataset_fn: callable(skip_batches) -> the global-batch training dataset, deterministic,
             starting after the batches already trained on.
+          batch_size: its global batch size, which each checkpoint records: a run resumes only
+            with the batch size it was started with.
 
         Returns:
           The global step reached.
@@ -223,6 +249,7 @@ class Trainer:
         agreed = checkpoint_dir.note_disagreement(output_dir, paths) if chief else True
         restored = self._restore_newest_intact(paths, partial=False)
         if restored:
+            checkpoint_dir.check_batch_size(restored, batch_size)
             logging.info("Resumed from %s at step %d", restored, self.global_step)
         if distribution.has_several_workers(self.strategy):
             self._check_workers_resume_together(output_dir)
@@ -233,8 +260,10 @@ class Trainer:
                                          if restored else [])
         # Every worker takes part in saving (collectives); only the chief's files are kept.
         with distribution.write_dir(self.strategy, output_dir) as directory:
+            saved = tf.train.Checkpoint(**self._state, **{
+                checkpoint_dir.BATCH_SIZE: tf.Variable(batch_size, dtype=tf.int64)})
             manager = tf.train.CheckpointManager(
-                self.checkpoint, directory, max_to_keep=keep_checkpoints if chief else 1,
+                saved, directory, max_to_keep=keep_checkpoints if chief else 1,
                 checkpoint_name=checkpoint_dir.NAME)
             return self._train_from(dataset_fn, manager, output_dir, num_train_steps,
                                     iterations_per_loop, save_checkpoints_steps, chief)
@@ -281,6 +310,9 @@ class Trainer:
             start = time.time()
             totals = {k: float(v) for k, v in
                       self._train_loop(iterator, tf.constant(steps, tf.int32)).items()}
+            if not math.isfinite(totals["loss"]):
+                raise self._diverged(int(totals["diverged_at"]), f"the loss is {totals['loss']}",
+                                     manager)
             elapsed = time.time() - start
             step = self.global_step
             scalars = dict(self.loop_scalars(totals, steps),
@@ -294,9 +326,42 @@ class Trainer:
                 for name, value in scalars.items():
                     tf.summary.scalar(name, value)
             if step % save_checkpoints_steps == 0 or step == num_train_steps:
-                checkpoint_dir.save(manager, step, self._checkpointed_variables())
+                self._save(manager, step, scalars["loss"])
         writer.flush()
         return step
+
+    def _save(self, manager, step, loss):
+        """Saves checkpoint `ckpt-<step>`, unless a weight or an Adam slot is no longer finite:
+        an update can overflow though its loss was finite (a huge learning rate's weight decay
+        on embedding rows no loss reads), and a checkpoint is what a run publishes."""
+        finite = self._finite_flags().numpy()
+        if not finite.all():
+            name = self._float_variables()[int(np.argmin(finite))].path
+            raise self._diverged(step, f"{name} is no longer finite (the loss was {loss:.5g})",
+                                 manager)
+        checkpoint_dir.save(manager, step, self._checkpointed_variables())
+
+    def _float_variables(self):
+        return [v for v in self.model.weights + self.optimizer.variables
+                if keras.backend.is_float_dtype(v.dtype)]
+
+    @tf.function(autograph=False)
+    def _finite_flags(self):
+        """bool [number of `_float_variables`]: whether each one's values are all finite."""
+        return tf.stack([tf.reduce_all(tf.math.is_finite(v)) for v in self._float_variables()])
+
+    def _diverged(self, step, what, manager):
+        """The ValueError that ends a diverging run at `step`: what went non-finite, the
+        checkpoint it leaves newest, and the settings that make a run diverge."""
+        schedule = self.optimizer.schedule
+        newest = manager.latest_checkpoint
+        kept = (f"{os.path.basename(newest)}, the newest checkpoint, is the last finite one"
+                if newest else "no checkpoint was saved")
+        return ValueError(
+            f"step {step}: {what}: the run diverged; stopped before saving it ({kept}); "
+            f"look at --learning_rate={schedule.init_lr:g}, the warm-up "
+            f"(--warmup_proportion or --num_warmup_steps: {schedule.num_warmup_steps} of "
+            f"{schedule.num_train_steps} steps) and --precision={self.model.dtype_policy.name}")
 
     def _checkpointed_variables(self):
         return (self.model.weights + self.optimizer.variables
