@@ -290,15 +290,15 @@ def test_the_tagger_tags_every_word_of_any_length_as_run_ner(exported, served):
 
 
 def readme_saved_model_cli_command():
-    """The `saved_model_cli run` command of the README (a backslash-continued block)."""
-    text = (ROOT / "README.md").read_text("utf-8")
+    """The `saved_model_cli run` command of docs/serving.md (a backslash-continued block)."""
+    text = (ROOT / "docs/serving.md").read_text("utf-8")
     match = re.search(r"^(python -c '[^\n]*saved_model_cli[^\n]*\\\n(?:[^\n]*\\\n)*[^\n]*)$",
                       text, re.MULTILINE)
-    assert match, "README.md shows no saved_model_cli run command"
+    assert match, "docs/serving.md shows no saved_model_cli run command"
     return match.group(1).replace("\\\n", " ")
 
 
-def test_saved_model_cli_run_answers_as_the_readme_shows(exported, tmp_path):
+def test_saved_model_cli_run_answers_as_the_docs_show(exported, tmp_path):
     command = readme_saved_model_cli_command()
     directory = exported["classifier"][0]
     command = re.sub(r"--dir \S+", f"--dir {directory}", command)

@@ -365,8 +365,8 @@ def _pool_context():
     """How to start workers: fork where that is safe, else spawn.
 
     A forked worker starts at once with the parent's modules and tokenizer; a spawned one
-    starts an interpreter that imports them and the script again (0.2 s of a 2-worker run on
-    2 MB). Forking is safe only in a process with no other thread, since a lock that a thread
+    starts an interpreter that imports them and the script again, a visible share of a short
+    run (benchmarks/history/create_pretraining_data.md). Forking is safe only in a process with no other thread, since a lock that a thread
     holds at the fork stays locked in the child; TensorFlow runs threads once imported.
     """
     if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
@@ -388,7 +388,7 @@ class _ProgressSink:
 def _drain(progress_queue, progress, stop):
     # It polls for `stop` instead of waiting for a last message, which a worker killed while
     # writing to the queue could leave unsent; every run with workers ends by waiting up to
-    # one period (0.2 s was 7% of a 2-worker run on 2 MB).
+    # one period, so the period is short.
     while not stop.is_set() or not progress_queue.empty():
         try:
             progress.add(progress_queue.get(timeout=0.01))

@@ -49,7 +49,7 @@ class VarintTable:
     def encode(self, values):
         if len(values) < 2:  # itemgetter of one index returns the item, not a tuple
             return b"".join([self.table[v] for v in values])
-        # One itemgetter call looks every value up in C: 30% faster than a list comprehension.
+        # One itemgetter call looks every value up in C, faster than a list comprehension.
         return b"".join(operator.itemgetter(*values)(self.table))
 
     def encode_small(self, values):

@@ -2,16 +2,16 @@
 
 TensorFlow runs a formula's operations one by one, each a pass over the whole tensor; under
 mixed_bfloat16 each also converts every element to float32 and back, and bfloat16's Erfc is
-not vectorized. On a CPU whose bfloat16 matmuls run on AMX, a MiniLM training step spent more
-time in its GELUs and their derivatives (a dozen operations over [rows, I] each) than in the
-feed-forward matmuls, and another tenth in LayerNorm (benchmarks/README.md). XLA fuses such a
-formula into one loop that reads its inputs once. Matmuls stay TensorFlow's (oneDNN's), which
-XLA's CPU backend runs at a quarter of their speed in bfloat16.
+not vectorized. Where bfloat16 matmuls are fast (AMX), a training step can spend more time in
+its GELUs and their derivatives (a dozen operations over [rows, I] each) than in the
+feed-forward matmuls, and much of the rest in LayerNorm (benchmarks/history/finetuning.md).
+XLA fuses such a formula into one loop that reads its inputs once. Matmuls stay TensorFlow's
+(oneDNN's), which XLA's CPU backend runs far slower in bfloat16.
 
 XLA compiles each input shape anew, and a training step's row count changes from batch to
 batch (`token_rows.RealTokens`: the batch's real tokens). So the rows are padded to a multiple
 of `ROW_MULTIPLE` first: a run compiles each function once for each multiple its batches reach
-(MRPC's 640 to 3300 rows make 11), for at most ROW_MULTIPLE - 1 rows of extra work a call.
+(about a dozen for MRPC's batches), for at most ROW_MULTIPLE - 1 rows of extra work a call.
 
 Only training uses these forms; inference keeps the original's operations and numbers.
 """
@@ -69,11 +69,10 @@ def activation_with_bias(function, derivative):
     for the backward pass, which only multiplies it by the upstream gradient.
 
     One pass computes z's erf (or tanh) for both, where a backward pass of its own computed it
-    again: that pass took as long as the forward one (benchmarks/README.md). Differentiating
-    the formula would keep three [rows, I] temporaries instead of one: about 50 MB a layer at
-    MiniLM's batch 32 x 128. The bias is added here too, so that its gradient, the sum over rows
-    of z's, is summed in the backward pass, not by TensorFlow's BiasAddGrad, a bfloat16
-    reduction it does not vectorize (7% of a MiniLM step).
+    again, and took as long as the forward one. Differentiating the formula would keep three
+    [rows, I] temporaries instead of one. The bias is added here too, so that its gradient, the
+    sum over rows of z's, is summed in the backward pass, not by TensorFlow's BiasAddGrad, a
+    bfloat16 reduction it does not vectorize (benchmarks/history/finetuning.md).
 
     The result takes x [n, u] and bias [u] of x's dtype.
     """

@@ -25,7 +25,8 @@ def gelu(x):
 
     This is the original's formula. Written with `tf.nn.gelu`, after a 2-D matmul and bias add
     (the encoder's layers work on rows, `token_rows`), it matches the pattern that oneDNN fuses
-    into one kernel, instead of nine element-wise passes over [rows, I] (benchmarks/README.md).
+    into one kernel, instead of nine element-wise passes over [rows, I]
+    (benchmarks/history/forward.md).
 
     Args:
       x: float Tensor of any shape.
@@ -41,7 +42,7 @@ def gelu_exact(x):
 
     What Hugging Face and PyTorch call "gelu". Models trained with it (most Hugging Face BERTs)
     need it to reproduce their outputs: the tanh form is up to 5e-4 away (at x = 2.7) and the
-    difference grows through the layers (README.md, "Hugging Face models, in and out").
+    difference grows through the layers (docs/checkpoints.md, "GELU").
 
     Args:
       x: float Tensor of any shape.
@@ -118,8 +119,8 @@ class Dropout(keras.layers.Dropout):
 
     Drawing the random numbers is most of dropout's time on a CPU, and a training step draws
     one per element of every [B, N, T, T] attention probability and every [B, T, H] hidden
-    state: TensorFlow's Philox generator, 32 bits a value, took 6% of a MiniLM step at
-    32 x 64 (benchmarks/README.md). Each 32-bit draw here makes two decisions. The dropped
+    state, and TensorFlow's Philox generator draws 32 bits a value (its share of a step:
+    benchmarks/history/finetuning_against_peer.md). Each 32-bit draw here makes two decisions. The dropped
     fraction is the rate rounded to a multiple of 2^-16 (0.1 -> 0.100006) and the kept values
     are scaled by the inverse of the exact kept fraction, so the expectation is unchanged.
     Keras draws the uniform number in the input's dtype instead, which under mixed_bfloat16
@@ -206,7 +207,7 @@ class BertEmbeddings(keras.layers.Layer):
         output = tf.cast(tf.gather(self.word_embeddings, layout.rows(input_ids)), dtype)
         if training:
             # A gather's gradient is summed per table row by a segment sum, a slow single pass
-            # (2 ms a MiniLM step for a 2-row table). One-hot rows times the table are its rows
+            # even for a 2-row table. One-hot rows times the table are its rows
             # exactly, with a [types, n] x [n, H] product as the gradient.
             token_types = tf.one_hot(layout.rows(token_type_ids), self.config.type_vocab_size)
             output += tf.cast(tf.matmul(token_types, self.token_type_embeddings), dtype)

@@ -1,8 +1,8 @@
 """Keeps what XLA compiles for a training run on disk, for the next run on this machine.
 
 A training step's fused passes (`modeling.encoder.fused`, the optimizer's update) are compiled
-by XLA once for each row count a run reaches: about 40 compilations in a MiniLM fine-tuning
-run on MRPC, 11 s of its 134 s of training on a 2-core CPU (benchmarks/README.md). TensorFlow
+by XLA once for each row count a run reaches: dozens of compilations in a fine-tuning run,
+a sizeable part of a short run's time (benchmarks/history/finetuning_against_peer.md). TensorFlow
 can keep each compiled program in a directory and load it when the same program comes again;
 a second run, with other seeds or learning rates, then compiles almost nothing.
 

@@ -141,9 +141,9 @@ BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # what oneDNN's bfloat16 matmu
 def cpu_lacks_bfloat16(cpuinfo="/proc/cpuinfo"):
     """True when `cpuinfo` lists the CPU's flags and none is a bfloat16 instruction set.
 
-    Without them oneDNN emulates bfloat16 matmuls in float32 with conversions: measured on an
-    AVX-512 Xeon without avx512_bf16, 31 GFLOP/s against float32's 97, so mixed bfloat16
-    trains at half float32's speed there. False when it cannot tell (no such file, no flags).
+    Without them oneDNN emulates bfloat16 matmuls in float32 with conversions, so mixed
+    bfloat16 trains slower than float32 there (docs/performance.md). False when it cannot tell
+    (no such file, no flags).
     """
     try:
         with open(cpuinfo) as f:

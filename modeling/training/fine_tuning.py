@@ -30,9 +30,8 @@ def default_padding_multiple(use_xla):
 
     16 under XLA, where each length is a compilation of its own: at most T / 16 of them (8 at
     128) for at most 15 padded tokens a row. 8 on a GPU, whose tensor cores want multiples of 8.
-    Otherwise 1, exact: the step is traced once for any length, and on MRPC rounding to 16
-    computed 9% more tokens (measured: 7% slower steps in float32, 19% with length buckets in
-    mixed_bfloat16).
+    Otherwise 1, exact: the step is traced once for any length, and rounding up only computes
+    more tokens (slower steps, benchmarks/history/finetuning.md).
     """
     if use_xla:
         return 16

@@ -4,11 +4,10 @@ On Python 3.11, TensorFlow's GeneratorDataset kernel (`generator_dataset_op.cc`,
 a leak of `Dataset.from_generator`) calls `mallopt(M_MMAP_THRESHOLD, 128 KiB)` when it is
 built, and tf.distribute builds one inside every iterator of a distributed dataset (its
 MultiDeviceIterator). That pins the threshold and turns off glibc's dynamic one for the rest of
-the process: every block of 128 KiB or more (oneDNN's 2.9 MB matmul packing buffers, most
+the process: every block of 128 KiB or more (oneDNN's matmul packing buffers, most
 activations) is then mmap'd and munmap'd at each op, and the kernel faults in and zeroes each
-of its pages every time. In a MiniLM fine-tuning step on a Zen 5 that was 20,000 page faults
-a second and 6% of the process's CPU time in the kernel, against 1,000 a second with glibc's
-own policy (issue 25 measured 37% in the kernel on an AVX2 machine).
+of its pages every time: a fine-tuning step spends a large share of its CPU time in the kernel
+(figures in benchmarks/history/kernel_cpu_time.md).
 
 glibc cannot be given its dynamic threshold back. `restore()` sets the highest fixed one,
 where the dynamic threshold stops growing (32 MiB on 64-bit), and trims the heap only past

@@ -16,7 +16,7 @@ EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 CLIP_NORM = 1.0
 # Variables of at least this many elements are updated by an XLA-compiled pass each. Smaller
 # ones (biases, LayerNorm) are updated all together by one compiled pass: op by op, their
-# update was a thousand operations a MiniLM step whose time was the launches, not the memory.
+# update is a thousand operations a step, whose time is the launches, not the memory.
 FUSED_SIZE = 1 << 16
 
 
@@ -73,8 +73,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     Inside a compiled step, each compiled update (a large variable's, or the small ones'
     together) waits for the previous one's assignments. Left free, TF's executor evaluates
-    many variables' element-wise temporaries at once: on MiniLM (22.7M weights) that raised a
-    training step's peak memory by 240 MB without making the update measurably faster.
+    many variables' element-wise temporaries at once, which raises a training step's peak
+    memory without making the update faster (benchmarks/history/adam_update.md).
     """
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
@@ -159,7 +159,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     # Compiled, the formula's dozen element-wise operations become passes over memory that
     # write only the results, and write them into the variables' own buffers (XLA aliases a
     # variable it assigns). Returning the values instead, to be assigned after the call, gave
-    # every result a new buffer at every step: a MiniLM training step ran 5% slower
+    # every result a new buffer at every step, and a slower training step
     # (benchmarks/bench_adam_update.py). XLA contracts a·b + c into fused multiply-adds, which
     # round once where the separate operations rounded twice.
     @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
@@ -259,7 +259,7 @@ def clip_scale(gradients):
 
     Given to the optimizer as `gradient_scale`, each variable's update applies it in the pass
     that reads the gradient anyway, instead of a pass of its own that reads and writes every
-    gradient once more (MiniLM's are 91 MB).
+    gradient once more.
 
     Args:
       gradients: list of dense float32 Tensors (None entries are skipped).

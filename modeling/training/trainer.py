@@ -193,8 +193,8 @@ class Trainer:
         return gradients, metrics
 
     # A while loop as written, and the step traced as written: AutoGraph's conversion of the
-    # model, the loss and the optimizer took 0.75 s of a MiniLM run's first step, and
-    # tf-nightly 2.23's AutoGraph failed on this loop ("Unknown node type Expr").
+    # model, the loss and the optimizer lengthened a run's first step, and a newer AutoGraph
+    # failed on this loop ("Unknown node type Expr").
     @tf.function(autograph=False)
     def _train_loop(self, iterator, steps):
         """Runs `steps` training steps, or fewer when the loss goes non-finite (a diverging
