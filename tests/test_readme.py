@@ -72,8 +72,8 @@ def test_every_python_block_is_tested_and_the_shell_examples_too():
     untested = [where for where, language, _, marker in BLOCKS
                 if language == "python" and marker is None]
     assert untested == [], f"python blocks without {MARKER}: {untested}"
-    scripts = {re.search(r"python (\w+\.py)", code).group(1) for _, language, code, _ in TESTED
-               if language == "bash"}
+    scripts = {script for _, language, code, _ in TESTED if language == "bash"
+               for script in re.findall(r"python (\w+\.py)", code)}
     assert scripts >= {"extract_features.py", "create_pretraining_data.py",
                        "run_pretraining.py", "convert_checkpoint.py"}
 
