@@ -7,7 +7,7 @@ tokenizer splits them (so use the same --do_lower_case when tokenizing later); p
 learned by tensorflow-text's WordPiece learner. The output starts [PAD], [unused0..98], [UNK],
 [CLS], [SEP], [MASK], [unused99..], then the learned pieces.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
@@ -15,10 +15,9 @@ import os
 
 from absl import flags, logging
 
-from modeling import cli, files
 from modeling.data import pretraining_pipeline
-from modeling.text import tokenization
-from modeling.text import vocab_learning
+from modeling.runtime import cli, files
+from modeling.text import tokenization, vocab_learning
 from modeling.training import options
 
 FLAGS = flags.FLAGS

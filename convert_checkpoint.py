@@ -18,7 +18,7 @@ r"""Converts Google's original checkpoints to and from Keras files and Hugging F
 A checkpoint with the pre-training heads (`cls/...`) becomes a `BertPretrainer`, one without
 a bare `BertModel`. Optimizer slots and `global_step` are dropped.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
@@ -27,11 +27,9 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from modeling import BertConfig, cli, files
-from modeling.checkpoints import name_based
-from modeling.checkpoints import huggingface
-from modeling.checkpoints import huggingface_config
-from modeling.checkpoints import keras_files
+from modeling import BertConfig
+from modeling.runtime import cli, files
+from modeling.checkpoints import huggingface, huggingface_config, keras_files, name_based
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "A Hugging Face folder (with config.json), an original "

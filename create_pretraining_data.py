@@ -9,15 +9,14 @@ Input: one sentence per line, a blank line between documents. With the default
 --num_workers=1 and no streaming, the records equal the original's; --num_workers and
 --streaming_chunk_mb trade that identity for speed and bounded memory (see README).
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags, logging
 
-from modeling import cli
-from modeling.data import pretraining
-from modeling.data import pretraining_pipeline
+from modeling.data import pretraining, pretraining_pipeline
+from modeling.runtime import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files "

@@ -7,13 +7,13 @@ Input lines are `text` or `text_a ||| text_b`. Example:
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
-from modeling import cli
+from modeling.runtime import cli
 from modeling.tasks import extract_features
 
 FLAGS = flags.FLAGS

@@ -1,5 +1,5 @@
 """Queries a run_classifier.py SavedModel the way a serving client would: TensorFlow and
-tensorflow-text only. Of this project it imports modeling/quiet.py alone (no TensorFlow), to
+tensorflow-text only. Of this project it imports modeling/runtime/quiet.py alone (no TensorFlow), to
 keep TensorFlow's start-up lines off stderr. It prints the signatures, then a line per text:
 the label, the probabilities and the text (or, for regression, the score and the text).
 
@@ -8,7 +8,7 @@ the label, the probabilities and the text (or, for regression, the score and the
 EXPORT_DIR is the --export_dir of run_classifier.py (its newest numbered version is used) or one
 version folder. For sentence-pair models, give each pair as "text_a ||| text_b".
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
@@ -41,7 +41,7 @@ def newest_version(export_dir):
 def main(export_dir, texts):
     try:
         version = newest_version(export_dir)
-    except ValueError as error:  # the scripts' one line and exit status (modeling/cli.py)
+    except ValueError as error:  # the scripts' one line and exit status (modeling/runtime/cli.py)
         print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
         sys.exit(2)
     signatures = tf.saved_model.load(version).signatures

@@ -17,15 +17,15 @@ windows of max_seq_length - 2 pieces, trained with the document's label; eval, p
 export aggregate them (--window_aggregation) into one prediction per document. Without it,
 a longer text is cut to one window (--truncation: its head, as the original, or head+tail).
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
 import shared_flags
-from modeling import cli
 from modeling.data import classifier as classifier_data, windows
+from modeling.runtime import cli
 from modeling.tasks.classifier import classifier_task
 from modeling.training import fine_tuning
 

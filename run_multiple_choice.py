@@ -11,14 +11,14 @@ data_dir holds train.csv, val.csv and test.csv (SWAG's columns sent1, sent2, end
 label). --do_eval writes eval_results.txt (accuracy), --do_predict test_results.tsv: per test
 example its id and the four probabilities.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
 import shared_flags
-from modeling import cli
+from modeling.runtime import cli
 from modeling.tasks.multiple_choice import MultipleChoiceTask
 from modeling.training import fine_tuning
 

@@ -14,15 +14,15 @@ test_predictions.txt: the input lines with a predicted-tag column. A sentence lo
 max_seq_length is read in overlapping windows cut at words, --doc_stride pieces apart; the
 --export_dir SavedModel reads long sentences the same way.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
 import shared_flags
-from modeling import cli
 from modeling.data import ner as ner_data
+from modeling.runtime import cli
 from modeling.tasks.ner import NerTask
 from modeling.training import fine_tuning
 

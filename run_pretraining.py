@@ -10,14 +10,14 @@ Checkpoints go to --output_dir every --save_checkpoints_steps; a run started on 
 that holds them resumes from the latest (weights, Adam slots, step and data position). The
 trained model is also written as an original checkpoint, output_dir/export/bert_model.ckpt.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
 import shared_flags
-from modeling import cli
+from modeling.runtime import cli
 from modeling.tasks import pretraining
 
 FLAGS = flags.FLAGS

@@ -11,14 +11,14 @@ r"""Fine-tunes BERT on SQuAD v1.1 or v2.0, predicts, scores and exports, as the 
 and, when the predict file has answers, eval_results.json with the official metric.
 --export_dir writes a numbered SavedModel with token-id and raw-text signatures.
 """
-from modeling import quiet
+from modeling.runtime import quiet
 
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
 import shared_flags
-from modeling import cli
+from modeling.runtime import cli
 from modeling.tasks.squad import SquadTask
 from modeling.training import fine_tuning
 

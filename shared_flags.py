@@ -8,7 +8,8 @@ No flag is read inside the library, and a script defines only the flags its run 
 """
 from absl import flags
 
-from modeling.training import compilation_cache, distribution, options
+from modeling.runtime import compilation_cache
+from modeling.training import distribution, options
 from modeling.training.fine_tuning import FineTuningOptions
 
 FLAGS = flags.FLAGS

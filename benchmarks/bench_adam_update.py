@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from modeling import quiet  # noqa: E402
+from modeling.runtime import quiet  # noqa: E402
 
 quiet.install()
 import numpy as np  # noqa: E402

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from modeling import quiet  # noqa: E402
+from modeling.runtime import quiet  # noqa: E402
 
 quiet.install()
 import tensorflow as tf  # noqa: E402

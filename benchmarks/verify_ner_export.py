@@ -22,7 +22,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from modeling import quiet  # noqa: E402
+from modeling.runtime import quiet  # noqa: E402
 
 quiet.install()  # before TensorFlow loads: its start-up noise off the figures
 CONLL = ROOT.parent / "shared" / "data" / "conll2003"

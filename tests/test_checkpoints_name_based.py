@@ -122,7 +122,7 @@ def test_an_interrupted_overwrite_leaves_no_index_beside_other_data(tmp_path, ti
     """The index goes before the data is replaced and comes back last: a run killed between
     leaves a checkpoint that is not found, never an old index that misreads new data."""
     import os
-    from modeling import files
+    from modeling.runtime import files
     path = str(tmp_path / "model.ckpt")
     name_based.save_original(BertModel(tiny_config), path, global_step=1)
     replace = files.replace

@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from modeling import quiet
+from modeling.runtime import quiet
 
 MARKER = "<!-- tested -->"
 SLOW_MARKER = "<!-- tested: slow -->"

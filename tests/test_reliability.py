@@ -15,9 +15,9 @@ import sys
 import pytest
 
 from conftest import ROOT
-from modeling import files
 from modeling.data import text
 from modeling.encoder import config as encoder_config
+from modeling.runtime import files
 from modeling.text import tokenization
 from scripts import dead_pid, run_script, script_command, script_env
 
@@ -617,8 +617,8 @@ def test_a_rerun_with_another_batch_size_is_refused_before_work(tmp_path, config
 
 def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vocab,
                                                                     config_file):
+    from modeling.runtime import output_lock
     from modeling.tasks import pretraining
-    from modeling.training import output_lock
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
@@ -638,7 +638,7 @@ def test_a_second_training_run_in_a_live_runs_output_dir_is_refused(tmp_path, vo
 
 def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
     import signal
-    from modeling.training import output_lock
+    from modeling.runtime import output_lock
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from modeling.training import output_lock; "
          "lock = output_lock.held(sys.argv[1]); lock.__enter__(); print('held', flush=True); "

@@ -20,11 +20,10 @@ from absl import logging
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as safetensors_bytes
 
-from modeling import files
-from modeling.checkpoints import name_based
-from modeling.checkpoints import huggingface_config
+from modeling.checkpoints import huggingface_config, name_based
 from modeling.encoder.bert_model import POOLER
 from modeling.encoder.config import BertConfig, read_json_object
+from modeling.runtime import files
 
 # The heads that read the pooler: their weights must have it.
 _READ_POOLER = ("BertForPreTraining", "BertForNextSentencePrediction",

@@ -8,10 +8,10 @@ import zipfile
 import keras
 import tensorflow as tf
 
-from modeling import files
 from modeling.checkpoints import name_based
 from modeling.encoder.bert_model import BertModel
 from modeling.models.pretraining import BertPretrainer
+from modeling.runtime import files
 
 KERAS_SUFFIXES = (".weights.h5", ".keras")
 

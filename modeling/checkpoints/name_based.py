@@ -11,7 +11,7 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from modeling import files
+from modeling.runtime import files
 
 # Training state the original writes beside the weights; never part of a model.
 _OPTIMIZER_STATE = re.compile(r"(^|/)global_step$|/adam_[mv]$|/(lamb_[mv]|Momentum)$")

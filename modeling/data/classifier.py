@@ -7,8 +7,8 @@ No TensorFlow is imported here (nor by the modules it uses).
 import dataclasses
 import os
 
-from modeling import files
 from modeling.data import hyperpartisan, records, text, windows
+from modeling.runtime import files
 
 
 @dataclasses.dataclass

@@ -7,8 +7,8 @@ No TensorFlow is imported here.
 import csv
 import dataclasses
 
-from modeling import files
 from modeling.data import records, text
+from modeling.runtime import files
 
 NUM_CHOICES = 4
 LABELS = tuple(str(index) for index in range(NUM_CHOICES))

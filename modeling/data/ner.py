@@ -28,8 +28,8 @@ No TensorFlow is imported here.
 import dataclasses
 import os
 
-from modeling import files
 from modeling.data import records, text
+from modeling.runtime import files
 
 SCHEMES = ("auto", "iob1", "iob2")
 SPLIT_FILES = {"train": ("train.txt",), "dev": ("valid.txt", "dev.txt"), "test": ("test.txt",)}

@@ -22,8 +22,8 @@ import sys
 import threading
 import time
 
-from modeling import files
 from modeling.data import pretraining, records, text
+from modeling.runtime import files
 from modeling.text import tokenization
 
 

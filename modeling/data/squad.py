@@ -14,8 +14,8 @@ import dataclasses
 
 from absl import logging
 
-from modeling import files
 from modeling.data import records, text, windows
+from modeling.runtime import files
 from modeling.text import tokenization
 
 # The first feature's `unique_id`, as in the original; the model's outputs are matched back

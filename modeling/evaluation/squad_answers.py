@@ -26,7 +26,7 @@ import math
 import numpy as np
 from absl import logging
 
-from modeling import files
+from modeling.runtime import files
 from modeling.text import tokenization
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])

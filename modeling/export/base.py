@@ -8,8 +8,8 @@ import weakref
 
 import tensorflow as tf
 
-from modeling import files
 from modeling.export import warmup
+from modeling.runtime import files
 
 LABELS_ASSET = "labels.txt"
 

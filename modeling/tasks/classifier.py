@@ -7,10 +7,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, files, heads
+from modeling import export, heads
 from modeling.data import classifier as classifier_data, windows
 from modeling.evaluation import baseline, glue
 from modeling.models.classifier import BertClassifier
+from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_choice
 from modeling.training.trainer import Trainer

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from modeling import files
 from modeling.checkpoints import name_based
 from modeling.data import text
 from modeling.encoder.bert_model import BertModel
 from modeling.encoder.config import BertConfig
+from modeling.runtime import files
 from modeling.text import tokenization
 from modeling.training.options import (check_max_seq_length, check_vocabulary,
                                        require_positive)

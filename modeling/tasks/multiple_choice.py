@@ -5,10 +5,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, files, heads
+from modeling import export, heads
 from modeling.data import multiple_choice as multiple_choice_data
 from modeling.evaluation import baseline
 from modeling.models.multiple_choice import BertMultipleChoice
+from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.trainer import Trainer
 

@@ -9,13 +9,13 @@ import tensorflow as tf
 from absl import logging
 from google.protobuf import message
 
-from modeling import files, heads
+from modeling import heads
 from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
 from modeling.evaluation import baseline
 from modeling.models.pretraining import BertPretrainer
-from modeling.training import (compilation_cache, distribution, fine_tuning, input_pipeline,
-                               output_lock)
+from modeling.runtime import compilation_cache, files, output_lock
+from modeling.training import distribution, fine_tuning, input_pipeline
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
                                        check_max_seq_length, refuse_untrained,
                                        require_non_negative)

@@ -7,10 +7,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import export, files, heads
+from modeling import export, heads
 from modeling.data import squad as squad_data, text
 from modeling.evaluation import squad as squad_evaluation, squad_answers
 from modeling.models.squad import BertSpanModel
+from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_positive
 from modeling.training.trainer import Trainer

@@ -13,8 +13,8 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from modeling import files
 from modeling.checkpoints import name_based
+from modeling.runtime import files
 
 NAME = "ckpt"
 # What a training run saves its global batch size as, beside the model and optimizer.

@@ -6,7 +6,7 @@ import tempfile
 
 import tensorflow as tf
 
-from modeling.training import host_memory
+from modeling.runtime import host_memory
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 

@@ -13,10 +13,11 @@ import random
 
 from absl import logging
 
-from modeling import export, files
+from modeling import export
 from modeling.encoder.config import BertConfig
+from modeling.runtime import compilation_cache, files, output_lock
 from modeling.text import tokenization
-from modeling.training import compilation_cache, distribution, output_lock
+from modeling.training import distribution
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
                                        check_max_seq_length, check_vocabulary,
                                        refuse_untrained, require_positive)

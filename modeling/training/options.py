@@ -6,8 +6,8 @@ raises a one-line ValueError naming the flag and the value, before any work star
 import dataclasses
 import os
 
-from modeling import files
-from modeling.training import checkpoint_dir, compilation_cache, distribution
+from modeling.runtime import compilation_cache, files
+from modeling.training import checkpoint_dir, distribution
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")

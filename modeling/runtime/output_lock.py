@@ -16,7 +16,7 @@ import sys
 
 from absl import logging
 
-from modeling import files
+from modeling.runtime import files
 
 LOCK_FILE = "training.lock"
 

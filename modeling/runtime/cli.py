@@ -5,8 +5,7 @@ import sys
 
 from absl import app, flags
 
-from modeling import files
-from modeling.training import compilation_cache
+from modeling.runtime import compilation_cache, files
 
 
 def _fail(error):

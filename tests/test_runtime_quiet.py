@@ -1,4 +1,4 @@
-"""Tests for modeling/quiet.py: TensorFlow's start-up noise is dropped, nothing else is."""
+"""Tests for modeling/runtime/quiet.py: TensorFlow's start-up noise is dropped, nothing else is."""
 import logging
 import os
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from modeling import quiet
 from modeling.checkpoints import name_based
+from modeling.runtime import quiet
 
 # Lines as TensorFlow 2.21 prints them on a machine without a GPU, TF_CPP_MIN_LOG_LEVEL=2.
 STARTUP = [
@@ -110,7 +110,7 @@ def test_only_an_explicit_low_log_level_asks_for_tensorflow_output():
 _HARNESS = r"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
-from modeling import quiet
+from modeling.runtime import quiet
 quiet.install()
 if sys.argv[4] == "tensorflow":
     import tensorflow as tf

@@ -3,7 +3,7 @@ import subprocess
 import sys
 import textwrap
 
-from modeling.training import compilation_cache
+from modeling.runtime import compilation_cache
 
 WHOLE = b"\x0a\x03abc\x10\x07"  # field 1: "abc", field 2: 7
 CUT = WHOLE[:4]  # field 1 says 3 bytes, 2 follow
@@ -56,7 +56,7 @@ def test_a_later_process_loads_the_entries_and_survives_a_truncated_one(tmp_path
     child = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {os.getcwd()!r})
-        from modeling.training import compilation_cache
+        from modeling.runtime import compilation_cache
         import tensorflow as tf
         compilation_cache.enable({str(tmp_path)!r})
         double = tf.function(lambda x: 2.0 * x + 1.0, jit_compile=True)

@@ -1,9 +1,9 @@
-"""modeling/files.py: outputs that appear only when complete."""
+"""modeling/runtime/files.py: outputs that appear only when complete."""
 import os
 
 import pytest
 
-from modeling import files
+from modeling.runtime import files
 from scripts import dead_pid
 
 

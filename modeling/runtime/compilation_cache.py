@@ -54,8 +54,8 @@ def enable(directory):
     """Makes XLA load and keep compiled programs in `directory` (a subdirectory per machine).
 
     Call early: TensorFlow reads its XLA settings once, at the first compilation at the
-    latest, and in a script under absl's `app.run` before `main` (`modeling.cli` calls this
-    from the flag parser). A partial-looking cache entry is left out. Does nothing when
+    latest, and in a script under absl's `app.run` before `main` (`modeling.runtime.cli`
+    calls this from the flag parser). A partial-looking cache entry is left out. Does nothing when
     `directory` is empty or TF_XLA_FLAGS already names a cache (the user's own, or this
     process's from an earlier call); a directory that cannot be made logs a warning, and the
     run compiles as without a cache.

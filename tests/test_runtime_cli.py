@@ -1,4 +1,4 @@
-"""modeling/cli.py: a user's error is one line on stderr and exit status 2; a bug keeps its
+"""modeling/runtime/cli.py: a user's error is one line on stderr and exit status 2; a bug keeps its
 traceback."""
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from conftest import ROOT
 
 SCRIPT = """
 import sys
-from modeling import cli
+from modeling.runtime import cli
 def main(argv):
     if sys.argv[1:] == ["value"]:
         raise ValueError("--max_seq_length=600 exceeds 512")
