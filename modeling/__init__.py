@@ -1,11 +1,11 @@
 """BERT as the original release defines it, on TensorFlow 2 / Keras 3.
 
-The rooms, from the bottom floor (docs/layout.md draws them): `files`, `internals` and
-`quiet`; `text` (tokenizers) and `encoder` (the network); `heads` (the task outputs and their
-losses), `data` (text to records) and `evaluation` (the official metrics); `models` (a Keras
-model per task); `checkpoints` (original, Keras and Hugging Face weights) and `export`
-(SavedModels for TF Serving); `training` (the step, the optimizer, the fine-tuning run); `cli`
-and `tasks` (one module per script). A room imports only from the floors below it.
+The rooms, from the bottom floor (docs/layout.md draws them): `runtime` (the process around
+the library) and `internals`; `text` (tokenizers) and `encoder` (the network); `heads` (the task
+outputs and their losses), `data` (text to records) and `evaluation` (the official metrics);
+`models` (a Keras model per task); `checkpoints` (original, Keras and Hugging Face weights) and
+`export` (SavedModels for TF Serving); `training` (the step, the optimizer, the fine-tuning
+run); `tasks` (one module per script). A room imports only from the floors below it.
 
 Everything is loaded on first use, so that `from modeling.text import tokenization` (data
 pipelines, worker processes) never imports TensorFlow.
@@ -20,7 +20,7 @@ _LAZY = {
     "BertInputPacker": ("modeling.text.graph_tokenizer", "BertInputPacker"),
 }
 _SUBMODULES = ("checkpoints", "data", "encoder", "evaluation", "export", "heads", "models",
-               "tasks", "text", "training")
+               "runtime", "tasks", "text", "training")
 __all__ = list(_LAZY) + list(_SUBMODULES)
 
 
