@@ -101,3 +101,15 @@ def test_the_graph_cuts_aggregates_and_gathers_windows_as_python():
         np.testing.assert_allclose(
             graph_windows.document_probabilities(logits, splits, aggregation),
             windows.document_probabilities(logits, counts, aggregation), atol=1e-6)
+
+
+@pytest.mark.parametrize("stride, window", [(0, 10), (10, 10), (11, 10), (-1, 10)])
+def test_check_stride_refuses_a_stride_outside_one_to_below_the_window(stride, window):
+    with pytest.raises(ValueError, match=rf"^--doc_stride={stride} must be at least 1 and "
+                                         rf"below the {window} pieces of a window \(why\)$"):
+        windows.check_stride(stride, window, "--doc_stride", "why")
+
+
+@pytest.mark.parametrize("stride", [1, 5, 9])
+def test_check_stride_takes_one_to_below_the_window(stride):
+    windows.check_stride(stride, 10, "--doc_stride", "why")

@@ -133,8 +133,8 @@ def test_a_doc_stride_not_below_the_window_is_one_line_and_exit_2(tmp_path):
         "--max_seq_length=16", "--doc_stride=14", "--do_eval", check=False)
     assert process.returncode == 2
     assert process.stderr.strip() == (
-        "run_ner.py: error: --doc_stride=14 must be at least 1 and below --max_seq_length - 2 "
-        "= 14, the pieces a window holds")
+        "run_ner.py: error: --doc_stride=14 must be at least 1 and below the 14 pieces of a "
+        "window (--max_seq_length=16 less [CLS] and [SEP])")
 
 
 def test_mirrored_on_two_logical_cpus_equals_one_device(trained, tmp_path):

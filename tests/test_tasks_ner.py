@@ -130,7 +130,7 @@ def test_doc_stride_sets_the_windows_of_every_split_and_of_the_export(word_token
 def test_a_doc_stride_outside_the_window_is_refused(doc_stride):
     options = types.SimpleNamespace(max_seq_length=8)  # windows of 6 pieces
     with pytest.raises(ValueError, match=rf"^--doc_stride={doc_stride} must be at least 1 and "
-                                         r"below --max_seq_length - 2 = 6"):
+                                         r"below the 6 pieces of a window \(--max_seq_length=8"):
         ner.NerTask("data", doc_stride=doc_stride).check(options, None)
     ner.NerTask("data", doc_stride=5).check(options, None)
     ner.NerTask("data").check(options, None)

@@ -49,6 +49,20 @@ def spans(num_tokens, window, stride):
     return result
 
 
+def check_stride(stride, window, flag, window_is):
+    """Raises ValueError unless 1 <= `stride` < `window`: the one bound on a stride, for every
+    task and export that reads windows. A stride of a whole window or more would leave windows
+    that do not overlap, and `spans` would cut it to the window anyway.
+
+    Args:
+      flag: how the caller's user names the stride, e.g. "--doc_stride".
+      window_is: what makes the window `window` pieces long, for the message.
+    """
+    if not 1 <= stride < window:
+        raise ValueError(f"{flag}={stride} must be at least 1 and below the {window} pieces of "
+                         f"a window ({window_is})")
+
+
 def max_context_index(all_spans, position):
     """The index of the window in which the piece at `position` has the most context, or
     None where no window holds it."""

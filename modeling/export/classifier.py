@@ -2,7 +2,7 @@
 document of any length read as its windows (`DocumentClassifierExport`)."""
 import tensorflow as tf
 
-from modeling.data.windows import AGGREGATIONS, TRUNCATIONS
+from modeling.data.windows import AGGREGATIONS, TRUNCATIONS, check_stride
 from modeling.export import windows
 from modeling.export.base import ServingModule, checked_ids, checked_rows, label_table
 from modeling.text.graph_tokenizer import BertInputPacker, GraphTokenizer
@@ -97,10 +97,8 @@ class DocumentClassifierExport(ClassifierExport):
                  doc_stride, aggregation):
         if model.regression:
             raise ValueError("documents are read in windows for classification only")
-        window = max_seq_length - 2
-        if not 1 <= doc_stride < window:
-            raise ValueError(f"doc_stride {doc_stride} must be at least 1 and below the "
-                             f"window's {window} pieces")
+        check_stride(doc_stride, max_seq_length - 2, "doc_stride",
+                     f"max_seq_length={max_seq_length} less [CLS] and [SEP]")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of "
                              f"{AGGREGATIONS}")

@@ -290,11 +290,8 @@ class DocumentClassifierTask(ClassifierTask):
             raise ValueError(f"--truncation={self.truncation} cuts each document to one "
                              f"window and --doc_stride={self.doc_stride} reads all of it in "
                              f"windows: choose one")
-        window = options.max_seq_length - 2
-        if not 1 <= self.doc_stride < window:
-            raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1 and below the "
-                             f"{window} pieces of a window (--max_seq_length="
-                             f"{options.max_seq_length} less [CLS] and [SEP])")
+        windows.check_stride(self.doc_stride, options.max_seq_length - 2, "--doc_stride",
+                             f"--max_seq_length={options.max_seq_length} less [CLS] and [SEP]")
 
     def read(self, options, tokenizer):
         super().read(options, tokenizer)

@@ -6,7 +6,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import export, heads
-from modeling.data import ner as ner_data
+from modeling.data import ner as ner_data, windows
 from modeling.evaluation import baseline, conlleval
 from modeling.models.ner import BertTokenClassifier
 from modeling.training import fine_tuning, input_pipeline
@@ -87,10 +87,10 @@ class NerTask(fine_tuning.Task):
         self.data_dir, self.tag_scheme, self.doc_stride = data_dir, tag_scheme, doc_stride
 
     def check(self, options, config):
-        free = options.max_seq_length - 2  # the pieces a window holds besides [CLS] and [SEP]
-        if self.doc_stride is not None and not 1 <= self.doc_stride < free:
-            raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1 and below "
-                             f"--max_seq_length - 2 = {free}, the pieces a window holds")
+        if self.doc_stride is not None:
+            windows.check_stride(self.doc_stride, options.max_seq_length - 2, "--doc_stride",
+                                 f"--max_seq_length={options.max_seq_length} less [CLS] and "
+                                 f"[SEP]")
 
     def read(self, options, tokenizer):
         train = ner_data.read_split(self.data_dir, "train")

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import export, heads
-from modeling.data import squad as squad_data, text
+from modeling.data import squad as squad_data, text, windows
 from modeling.evaluation import squad as squad_evaluation, squad_answers
 from modeling.models.squad import BertSpanModel
 from modeling.runtime import files
@@ -100,12 +100,11 @@ class SquadTask(fine_tuning.Task):
             logging.warning("The default --doc_stride=%d is not below the window's free length "
                             "(%d pieces): the windows will not overlap, as in the original; "
                             "set --doc_stride below it to overlap them", self.doc_stride, free)
-        elif self.doc_stride >= free:
-            raise ValueError(f"--doc_stride={self.doc_stride} must be below the window's "
-                             f"free length, {free} pieces (--max_seq_length="
-                             f"{options.max_seq_length} after a question of "
-                             f"--max_query_length={self.max_query_length}, [CLS] and two "
-                             f"[SEP]): windows would not overlap")
+        elif self.stride_given:
+            windows.check_stride(self.doc_stride, free, "--doc_stride",
+                                 f"--max_seq_length={options.max_seq_length} after a question "
+                                 f"of --max_query_length={self.max_query_length}, [CLS] and two "
+                                 f"[SEP]")
 
     def read(self, options, tokenizer):
         self.train, self.test = [], []
