@@ -147,9 +147,8 @@ def step_functions(batch_inputs):
     @tf.function
     def whole_step():  # as the trainer's: the update applies the clipping's factor
         dense = gradients()
-        optimizer.gradient_scale, _ = optimization.clip_scale(dense)
-        optimizer.apply_gradients(zip(dense, variables))
-        optimizer.gradient_scale = None
+        scale, _ = optimization.clip_scale(dense)
+        optimizer.apply_scaled_gradients(zip(dense, variables), scale)
         return optimizer.iterations
 
     return {"forward": forward, "forward+backward": forward_backward, "step": whole_step}

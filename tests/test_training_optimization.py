@@ -61,9 +61,7 @@ def test_the_update_applies_the_clipping_scale_as_clip_by_global_norm_would():
         optimizer.build(variables)
         for _ in range(2):
             if folded:
-                optimizer.gradient_scale = scale
-                optimizer.apply_gradients(zip(gradients, variables))
-                optimizer.gradient_scale = None
+                optimizer.apply_scaled_gradients(zip(gradients, variables), scale)
             else:
                 optimizer.apply_gradients(zip(clipped, variables))
         results.append([v.numpy() for v in variables + optimizer.adam_m + optimizer.adam_v])
@@ -88,9 +86,8 @@ def _train_five_steps(refs):
         learning_rate = optimizer.learning_rate  # read before apply increments the step
         # Clipped as the trainer clips: the update applies the factor.
         dense = [tf.convert_to_tensor(g) for g in gradients]
-        optimizer.gradient_scale, norm = optimization.clip_scale(dense)
-        optimizer.apply_gradients(zip(dense, model.trainable_variables))
-        optimizer.gradient_scale = None
+        scale, norm = optimization.clip_scale(dense)
+        optimizer.apply_scaled_gradients(zip(dense, model.trainable_variables), scale)
         return outputs["total_loss"], outputs["masked_lm_loss"], norm, learning_rate
 
     log = [[float(x) for x in train_step(batch)] for _ in range(5)]

@@ -87,9 +87,28 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
-        self.apply_condition = None
-        self.gradient_scale = None
+        # What `apply_scaled_gradients` hands the update passes for one call.
+        self._gradient_scale = None
+        self._apply_condition = None
         self._previous_assignments = []
+
+    def apply_scaled_gradients(self, grads_and_vars, scale=None, condition=None):
+        """`apply_gradients`, with every gradient multiplied by `scale` inside the update's own
+        pass (global-norm clipping's factor, `clip_scale`), and no change at all where
+        `condition` is False.
+
+        Args:
+          grads_and_vars: (gradient, variable) pairs, as `apply_gradients` takes them.
+          scale: a float32 scalar, or None for 1.
+          condition: a bool scalar Tensor (e.g. "the loss-scaled gradients are finite"), or
+            None: where False, every variable and slot keeps its value (the step count still
+            moves; the caller puts it back).
+        """
+        self._gradient_scale, self._apply_condition = scale, condition
+        try:
+            return self.apply_gradients(grads_and_vars)
+        finally:
+            self._gradient_scale = self._apply_condition = None
 
     def learning_rate_at(self, step):
         """The learning rate step `step` (0-based) applies: what a log of that step shows."""
@@ -146,14 +165,14 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             variables = [variable for _, variable in pairs]
             indices = [internals.variable_index(self, variable) for variable in variables]
             dtype = variables[0].dtype
-            scale = 1.0 if self.gradient_scale is None else self.gradient_scale
+            scale = 1.0 if self._gradient_scale is None else self._gradient_scale
             slots = [(variable, _beside(self.adam_m[i], variable),
                       _beside(self.adam_v[i], variable)) for variable, i in zip(variables, indices)]
             gradients = [tf.convert_to_tensor(g) for g, _ in pairs]  # dense, as the original's
             done = self._assign_new_values(
                 slots, gradients, tf.cast(learning_rate, dtype),
                 tf.cast(self.iterations + 1, dtype), tuple(self.decays[i] for i in indices),
-                tf.cast(scale, dtype), self.apply_condition)
+                tf.cast(scale, dtype), self._apply_condition)
         self._previous_assignments = [done]
 
     # Compiled, the formula's dozen element-wise operations become passes over memory that
@@ -242,7 +261,7 @@ OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw"):
     """The original `create_optimizer`'s optimizer and schedule. Clip with `clip_gradients`,
-    or hand the update `clip_scale`'s factor as `gradient_scale`, as the trainer does.
+    or hand the update `clip_scale`'s factor by `apply_scaled_gradients`, as the trainer does.
 
     Args:
       optimizer: "adamw", the original's AdamWeightDecay, or "lamb".
@@ -257,7 +276,7 @@ def clip_scale(gradients):
     """What global-norm clipping at 1.0 multiplies every gradient by, computed as
     `tf.clip_by_global_norm` computes it (NaN where the norm is not finite).
 
-    Given to the optimizer as `gradient_scale`, each variable's update applies it in the pass
+    Given to `AdamWeightDecay.apply_scaled_gradients`, each variable's update applies it in the pass
     that reads the gradient anyway, instead of a pass of its own that reads and writes every
     gradient once more.
 

@@ -157,18 +157,15 @@ class Trainer:
         if self.loss_scale:
             gradients = [g / scale for g in gradients]
         # Clipped to global norm 1.0 by the update itself (optimization.clip_scale).
-        self.optimizer.gradient_scale, norm = optimization.clip_scale(gradients)
+        scale, norm = optimization.clip_scale(gradients)
+        # Under loss scaling an overflow skips the step: no change to weights, slots or the
+        # step count.
+        finite = tf.math.is_finite(norm) if self.loss_scale else None
+        self.optimizer.apply_scaled_gradients(zip(gradients, self.trained_variables), scale,
+                                              finite)
         if self.loss_scale:
-            # An overflow skips the step: no change to weights, slots or the step count.
-            finite = tf.math.is_finite(norm)
-            self.optimizer.apply_condition = finite
-            self.optimizer.apply_gradients(zip(gradients, self.trained_variables))
-            self.optimizer.apply_condition = None
             self.optimizer.iterations.assign_sub(tf.cast(tf.logical_not(finite), tf.int64))
             self.loss_scale.update(finite)
-        else:
-            self.optimizer.apply_gradients(zip(gradients, self.trained_variables))
-        self.optimizer.gradient_scale = None
         # Every task's progress shows examples/s: the rows of this replica's batch.
         metrics.setdefault("examples", tf.cast(tf.shape(batch["input_ids"])[0], tf.float32))
         return metrics
