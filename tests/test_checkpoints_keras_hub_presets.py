@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import HF_GOLDEN
+from conftest import HF_GOLDEN, REFS
 from modeling import BertConfig, BertModel
 from modeling.checkpoints import huggingface, name_based
 from modeling.encoder.layers import gelu
@@ -21,7 +21,6 @@ NEXT_SENTENCE = ["cls/seq_relationship/output_bias", "cls/seq_relationship/outpu
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The reference checkpoint to a preset and back, by the script; (refs, preset, back, logs)."""
-    from conftest import REFS
     if not REFS.exists():
         pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
     root = tmp_path_factory.mktemp("reference")
@@ -208,3 +207,56 @@ def test_without_the_extra_a_conversion_is_one_line(tmp_path):
     assert process.stderr.strip().splitlines() == [
         "convert_checkpoint.py: error: keras-hub presets need the keras-hub extra, which is not "
         "installed: pip install -e \".[keras-hub]\""]
+
+
+# ----------------------------------------------------------------------------------------------
+# Fine-tuned in keras-hub -> convert_checkpoint.py -> run_classifier.py and its export, served
+# as TF Serving loads it.
+
+PLAIN_ROWS = [  # invented; plain text, which both tokenizers split alike
+    ("the keeper lit the lamp at dusk", "the lamp was lit by the keeper"),
+    ("the boat left the harbour early", "the market closed before noon"),
+    ("a storm broke the old mast", ""),
+]
+
+
+def test_a_classifier_fine_tuned_in_keras_hub_predicts_and_serves_through_our_scripts(tmp_path):
+    from serving import serve
+    from test_run_classifier import SEQ, read_test_results, write_mrpc
+    vocab = REFS / "vocab/uncased_vocab.txt"
+    if not vocab.exists():
+        pytest.skip(f"{REFS} is absent: the reference data lives in ../shared beside the project")
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=str(vocab), lowercase=True,
+                                               strip_accents=True)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, num_heads=2, hidden_dim=16,
+        intermediate_dim=24, max_sequence_length=64)
+    classifier = keras_hub.models.BertTextClassifier(
+        backbone, num_classes=2, preprocessor=keras_hub.models.BertTextClassifierPreprocessor(
+            tokenizer, sequence_length=SEQ))
+    first, second = ["the river rose", "a storm came"] * 2, ["the water was high", "fish"] * 2
+    classifier.fit(x=(first, second), y=np.array([1, 0, 1, 0]), batch_size=4, epochs=1,
+                   verbose=0)
+    classifier.save_to_preset(str(tmp_path / "preset"))
+    expected = tf.nn.softmax(classifier.predict(
+        ([a for a, _ in PLAIN_ROWS], [b for _, b in PLAIN_ROWS]), verbose=0)).numpy()
+
+    ckpt = tmp_path / "converted/bert_model.ckpt"
+    process = run_script("convert_checkpoint.py", f"--input={tmp_path / 'preset'}",
+                         f"--output={ckpt}")
+    assert "BertTextClassifier" in process.stderr
+    data = write_mrpc(tmp_path / "data")
+    (data / "test.tsv").write_text("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n" + "".join(
+        f"{i}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (a, b) in enumerate(PLAIN_ROWS)), "utf-8")
+    run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={data}",
+               f"--bert_config_file={ckpt.parent / 'bert_config.json'}",
+               f"--vocab_file={ckpt.parent / 'vocab.txt'}", f"--init_checkpoint={ckpt}",
+               f"--output_dir={tmp_path / 'out'}", f"--max_seq_length={SEQ}", "--do_predict",
+               f"--export_dir={tmp_path / 'serving'}")
+    np.testing.assert_allclose(read_test_results(tmp_path / "out/test_results.tsv"), expected,
+                               atol=1e-5, rtol=0)
+    version = next(path for path in (tmp_path / "serving").iterdir() if path.name.isdigit())
+    [served] = serve(version, [("serving_default", {"text_a": [a for a, _ in PLAIN_ROWS],
+                                                    "text_b": [b for _, b in PLAIN_ROWS]})])
+    for loader in ("session", "object_loader"):
+        np.testing.assert_allclose(served[loader]["probabilities"], expected, atol=1e-5, rtol=0)
