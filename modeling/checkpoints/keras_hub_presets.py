@@ -37,8 +37,6 @@ from modeling.heads import MaskedLMHead, gather_positions
 KERAS_HUB_ACTIVATION = "gelu"  # the original's tanh approximation
 MASKED_LM = "BertMaskedLM"
 CLASSIFIER = "BertTextClassifier"
-_NEXT_SENTENCE = ("cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias")
-_SPAN = ("cls/squad/output_weights", "cls/squad/output_bias")
 # The probe batch on which keras-hub's outputs are compared with this project's.
 _PROBE_BATCH, _PROBE_LENGTH, _PROBE_SEED = 3, 16, 7
 
