@@ -15,6 +15,16 @@ r"""Converts Google's original checkpoints to and from Keras files and Hugging F
   # and back: .keras (or .weights.h5 plus --bert_config_file) -> original name-based checkpoint
   python convert_checkpoint.py --input=bert.keras --output=out/bert_model.ckpt
 
+  # original checkpoint or Hugging Face folder -> keras-hub preset folder (needs the
+  # keras-hub extra); a model keras-hub computes otherwise is refused without
+  # --keras_hub_approximate
+  python convert_checkpoint.py --input=$BERT_DIR/bert_model.ckpt --to_keras_hub \
+    --max_seq_length=128 --output=$PRESET_DIR
+
+  # and back: keras-hub preset (a BertBackbone, BertTextClassifier or BertMaskedLM) ->
+  # original checkpoint, with bert_config.json and vocab.txt beside it
+  python convert_checkpoint.py --input=$PRESET_DIR --output=out/bert_model.ckpt
+
 A checkpoint with the pre-training heads (`cls/...`) becomes a `BertPretrainer`, one without
 a bare `BertModel`. Optimizer slots and `global_step` are dropped.
 """
@@ -23,13 +33,15 @@ from modeling.runtime import quiet
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import os
+import tempfile
 
 import tensorflow as tf
 from absl import flags, logging
 
 from modeling import BertConfig
+from modeling.checkpoints import (huggingface, huggingface_config, keras_files, keras_hub_presets,
+                                  name_based)
 from modeling.runtime import cli, files
-from modeling.checkpoints import huggingface, huggingface_config, keras_files, name_based
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "A Hugging Face folder (with config.json), an original "
@@ -50,6 +62,14 @@ flags.DEFINE_enum("hf_architecture", None, list(huggingface_config.ARCHITECTURES
                   "names, else BertForSequenceClassification.")
 flags.DEFINE_bool("do_lower_case", True, "To Hugging Face: whether its tokenizer lower-cases "
                   "(uncased models).")
+flags.DEFINE_bool("to_keras_hub", False, "Write --output as a keras-hub preset folder (from an "
+                  "original checkpoint or a Hugging Face folder); needs the keras-hub extra.")
+flags.DEFINE_bool("keras_hub_approximate", False, "To keras-hub: convert a model whose "
+                  "activation or LayerNorm epsilon keras-hub's BertBackbone computes otherwise "
+                  "(a Hugging Face model's exact GELU), with a warning of the measured "
+                  "difference, instead of refusing it.")
+flags.DEFINE_integer("max_seq_length", None, "To keras-hub: the sequence length of the preset's "
+                     "preprocessor; by default max_position_embeddings.")
 flags.mark_flag_as_required("input")
 flags.mark_flag_as_required("output")
 
@@ -108,7 +128,47 @@ def _check_paths(to_hf_folder):
         files.check_outputs([FLAGS.output], [FLAGS.input], "--output")
 
 
+def _to_keras_hub():
+    """An original checkpoint or a Hugging Face folder -> a keras-hub preset folder."""
+    if os.path.exists(FLAGS.output):
+        raise ValueError(f"--output={FLAGS.output} exists; a preset is written as a new folder")
+    files.check_writable_directory(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
+    keras_hub_presets.import_keras_hub()  # the extra's absence is one line, before any work
+    options = dict(do_lower_case=FLAGS.do_lower_case, sequence_length=FLAGS.max_seq_length,
+                   approximate=FLAGS.keras_hub_approximate)
+    if _is_hf_folder(FLAGS.input):
+        with tempfile.TemporaryDirectory() as temp:
+            # Read with the model's own activation, so that keras-hub's is measured against it.
+            ckpt = os.path.join(temp, "bert_model.ckpt")
+            huggingface.hf_to_original(FLAGS.input, ckpt, "exact")
+            result = keras_hub_presets.original_to_preset(
+                ckpt, FLAGS.output, BertConfig.from_json_file(os.path.join(temp, "bert_config.json")),
+                os.path.join(temp, "vocab.txt"), **options)
+    else:
+        config_file = _beside(FLAGS.input, FLAGS.bert_config_file, "bert_config.json")
+        result = keras_hub_presets.original_to_preset(
+            FLAGS.input, FLAGS.output, BertConfig.from_json_file(config_file),
+            _beside(FLAGS.input, FLAGS.vocab_file, "vocab.txt"), **options)
+    logging.info("Wrote %s as a keras-hub %s preset (%d tensors; max |keras-hub - ours| on a "
+                 "probe batch: %s); skipped: %s", FLAGS.output, result.kind,
+                 len(result.converted), keras_hub_presets.describe(result.difference),
+                 ", ".join(result.skipped) or "nothing")
+
+
+def _from_keras_hub():
+    """A keras-hub preset folder -> an original checkpoint."""
+    files.check_outputs([FLAGS.output], [], "--output")
+    result = keras_hub_presets.preset_to_original(FLAGS.input, FLAGS.output)
+    logging.info("Wrote %s (%s, %d tensors) with bert_config.json and vocab.txt; the scripts "
+                 "read it with --do_lower_case=%s", _checkpoint_files(FLAGS.output),
+                 result.kind, len(result.converted), result.lowercase)
+
+
 def main(_):
+    if FLAGS.to_keras_hub:
+        return _to_keras_hub()
+    if keras_hub_presets.is_preset(FLAGS.input):
+        return _from_keras_hub()
     from_hf, from_keras = _is_hf_folder(FLAGS.input), FLAGS.input.endswith(_KERAS_SUFFIXES)
     to_hf = not (from_hf or from_keras or FLAGS.output.endswith(_KERAS_SUFFIXES))
     _check_output(FLAGS.input, FLAGS.output)

