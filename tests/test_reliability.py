@@ -640,7 +640,7 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path, caplog):
     import signal
     from modeling.runtime import output_lock
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from modeling.training import output_lock; "
+        [sys.executable, "-c", "import sys, time; from modeling.runtime import output_lock; "
          "lock = output_lock.held(sys.argv[1]); lock.__enter__(); print('held', flush=True); "
          "time.sleep(60)",
          str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)

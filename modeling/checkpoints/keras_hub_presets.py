@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import files
+from modeling.runtime import files
 from modeling.checkpoints import name_based
 from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import LAYER_NORM_EPS, BertConfig
