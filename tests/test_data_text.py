@@ -40,3 +40,16 @@ def test_pairs_are_packed_truncated_and_padded(word_tokenizer):
     assert single.tokens == ["[CLS]", "she", "walks", "away", "[SEP]"]
     assert single.input_ids == [2, 13, 14, 15, 3, 0, 0, 0, 0]
     assert single.input_mask == [1] * 5 + [0] * 4 and single.input_type_ids == [0] * 9
+
+
+def test_pack_is_the_originals_cls_a_sep_b_sep():
+    assert text.pack(["a", "b"]) == (["[CLS]", "a", "b", "[SEP]"], [0, 0, 0, 0])
+    assert text.pack(["a"], ["c", "d"]) == (["[CLS]", "a", "[SEP]", "c", "d", "[SEP]"],
+                                            [0, 0, 0, 1, 1, 1])
+    # An empty second segment is still a segment (multiple choice's empty ending).
+    assert text.pack(["a"], []) == (["[CLS]", "a", "[SEP]", "[SEP]"], [0, 0, 0, 1])
+
+
+def test_padded_pads_with_zeros_and_masks_the_values():
+    assert text.padded([7, 8], 4) == ([7, 8, 0, 0], [1, 1, 0, 0])
+    assert text.padded([7, 8], 2) == ([7, 8], [1, 1])

@@ -344,10 +344,9 @@ def document_features(example, label_list, max_seq_length, tokenizer, doc_stride
     label_id = _label_id(example, label_list)
     features = []
     for piece in pieces:
-        ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + piece + ["[SEP]"])
-        padding = [0] * (max_seq_length - len(ids))
-        features.append(InputFeatures(ids + padding, [1] * len(ids) + padding,
-                                      [0] * max_seq_length, label_id))
+        tokens, _ = text.pack(piece)
+        ids, mask = text.padded(tokenizer.convert_tokens_to_ids(tokens), max_seq_length)
+        features.append(InputFeatures(ids, mask, [0] * max_seq_length, label_id))
     return features
 
 

@@ -119,12 +119,12 @@ def convert_example(example, max_seq_length, tokenizer):
     for ending in example.endings:
         tokens_a, tokens_b = list(context), tokenizer.tokenize(ending)
         text.truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
-        padding = [0] * (max_seq_length - len(tokens))
-        features.input_ids.append(tokenizer.convert_tokens_to_ids(tokens) + padding)
-        features.input_mask.append([1] * len(tokens) + padding)
-        features.segment_ids.append([0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-                                    + padding)
+        tokens, segment_ids = text.pack(tokens_a, tokens_b)
+        input_ids, input_mask = text.padded(tokenizer.convert_tokens_to_ids(tokens),
+                                            max_seq_length)
+        features.input_ids.append(input_ids)
+        features.input_mask.append(input_mask)
+        features.segment_ids.append(text.padded(segment_ids, max_seq_length)[0])
     return features
 
 

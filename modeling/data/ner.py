@@ -291,22 +291,22 @@ def convert_sentence(sentence, label_list, max_seq_length, tokenizer, stride=Non
     windows, owners = _windows([len(p) for p in pieces], max_pieces, stride)
     features = []
     for window_index, (first, end) in enumerate(windows):
-        tokens, label_ids, label_weights, word_ids = ["[CLS]"], [0], [0.0], [-1]
+        window_pieces, label_ids, label_weights, word_ids = [], [0], [0.0], [-1]  # [CLS]'s
         for word in range(first, end):
             rest = len(pieces[word]) - 1
-            tokens += pieces[word]
+            window_pieces += pieces[word]
             label_ids += [labels[word]] + [0] * rest
             label_weights += [float(owners[word] == window_index)] + [0.0] * rest
             word_ids += [word] + [-1] * rest
-        tokens.append("[SEP]")
-        padding = max_seq_length - len(tokens)
+        tokens, _ = text.pack(window_pieces)
+        input_ids, input_mask = text.padded(tokenizer.convert_tokens_to_ids(tokens),
+                                            max_seq_length)
+        padding = max_seq_length - len(label_ids)  # [SEP]'s and the padding's
         features.append(InputFeatures(
             sentence_index=sentence_index, window_index=window_index, tokens=tokens,
-            input_ids=tokenizer.convert_tokens_to_ids(tokens) + [0] * padding,
-            input_mask=[1] * len(tokens) + [0] * padding, segment_ids=[0] * max_seq_length,
-            label_ids=label_ids + [0] * (padding + 1),
-            label_weights=label_weights + [0.0] * (padding + 1),
-            word_ids=word_ids + [-1] * (padding + 1)))
+            input_ids=input_ids, input_mask=input_mask, segment_ids=[0] * max_seq_length,
+            label_ids=label_ids + [0] * padding, label_weights=label_weights + [0.0] * padding,
+            word_ids=word_ids + [-1] * padding))
     return features
 
 

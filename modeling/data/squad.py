@@ -316,20 +316,16 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                                   max_tokens_for_doc(max_seq_length, len(query_tokens)),
                                   doc_stride)
         for doc_span_index, doc_span in enumerate(doc_spans):
-            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
-            segment_ids = [0] * len(tokens)
+            span = range(doc_span.start, doc_span.start + doc_span.length)
+            tokens, segment_ids = text.pack(query_tokens, [all_doc_tokens[i] for i in span])
             token_to_orig_map = {}
             token_is_max_context = {}
-            for split_token_index in range(doc_span.start, doc_span.start + doc_span.length):
-                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-                token_is_max_context[len(tokens)] = (
+            for position, split_token_index in enumerate(span, doc_offset(len(query_tokens))):
+                token_to_orig_map[position] = tok_to_orig_index[split_token_index]
+                token_is_max_context[position] = (
                     windows.max_context_index(doc_spans, split_token_index) == doc_span_index)
-                tokens.append(all_doc_tokens[split_token_index])
-            tokens.append("[SEP]")
-            segment_ids += [1] * (doc_span.length + 1)
-
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            padding = [0] * (max_seq_length - len(tokens))
+            input_ids, input_mask = text.padded(tokenizer.convert_tokens_to_ids(tokens),
+                                                max_seq_length)
 
             start_position = end_position = None
             if is_training and example.is_impossible:
@@ -348,8 +344,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 unique_id=unique_id, example_index=example_index,
                 doc_span_index=doc_span_index, tokens=tokens,
                 token_to_orig_map=token_to_orig_map, token_is_max_context=token_is_max_context,
-                input_ids=input_ids + padding, input_mask=[1] * len(tokens) + padding,
-                segment_ids=segment_ids + padding, start_position=start_position,
+                input_ids=input_ids, input_mask=input_mask,
+                segment_ids=text.padded(segment_ids, max_seq_length)[0],
+                start_position=start_position,
                 end_position=end_position, is_impossible=example.is_impossible))
             unique_id += 1
     return unique_id - _FIRST_UNIQUE_ID

@@ -98,6 +98,30 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
         longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
         longer.pop()
 
+def pack(tokens_a, tokens_b=None):
+    """The original's packing, `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, as
+    `BertInputPacker` packs inside the graph.
+
+    Args:
+      tokens_b: None for one segment; a list, empty ones included, for two.
+
+    Returns:
+      (tokens, segment_ids): the packed tokens, and 0 for `[CLS] a [SEP]`, 1 for `b [SEP]`.
+    """
+    tokens = ["[CLS]", *tokens_a, "[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b is not None:
+        tokens += [*tokens_b, "[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    return tokens, segment_ids
+
+
+def padded(values, length):
+    """(`values` padded with zeros to `length`, the mask: 1 for each value, 0 for padding)."""
+    padding = [0] * (length - len(values))
+    return list(values) + padding, [1] * len(values) + padding
+
+
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -161,14 +185,9 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
             truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)  # [CLS], [SEP], [SEP]
         else:
             tokens_a = tokens_a[:seq_length - 2]  # [CLS], [SEP]
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-        input_type_ids = [0] * len(tokens)
-        if tokens_b:
-            tokens += tokens_b + ["[SEP]"]
-            input_type_ids += [1] * (len(tokens_b) + 1)
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (seq_length - len(tokens))
+        tokens, input_type_ids = pack(tokens_a, tokens_b or None)  # an empty b: one segment
+        input_ids, input_mask = padded(tokenizer.convert_tokens_to_ids(tokens), seq_length)
         features.append(InputFeatures(
-            unique_id=example.unique_id, tokens=tokens, input_ids=input_ids + padding,
-            input_mask=[1] * len(tokens) + padding, input_type_ids=input_type_ids + padding))
+            unique_id=example.unique_id, tokens=tokens, input_ids=input_ids,
+            input_mask=input_mask, input_type_ids=padded(input_type_ids, seq_length)[0]))
     return features
