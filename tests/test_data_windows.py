@@ -113,3 +113,12 @@ def test_check_stride_refuses_a_stride_outside_one_to_below_the_window(stride, w
 @pytest.mark.parametrize("stride", [1, 5, 9])
 def test_check_stride_takes_one_to_below_the_window(stride):
     windows.check_stride(stride, 10, "--doc_stride", "why")
+
+
+def test_word_spans_keep_words_whole_and_give_each_word_one_window():
+    # Words of 1, 2, 3 and 1 pieces in windows of 4 pieces, starts 2 pieces apart.
+    spans, owners = windows.word_spans([1, 2, 3, 1], 4, 2)
+    assert spans == [(0, 2), (2, 4)]  # [a b b] [c c c d]: the third word does not fit the first
+    assert owners == [0, 0, 1, 1]
+    assert windows.word_spans([], 4, 2) == ([(0, 0)], [])
+    assert windows.word_spans([9], 4, 2) == ([(0, 1)], [0])  # a word longer than a window

@@ -1,10 +1,10 @@
 """The NER windows in the graph (`modeling.export.word_windows`) equal run_ner.py's
-(`modeling.data.ner._windows`): the same windows and the same owning window of every word."""
+(`modeling.data.windows.word_spans`): the same windows and the same owning window of every word."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.data.ner import _windows
+from modeling.data.windows import word_spans
 from modeling.export import word_windows
 
 _SIGNATURE = [tf.RaggedTensorSpec([None, None], tf.int64, row_splits_dtype=tf.int64),
@@ -34,7 +34,7 @@ def test_random_sentences_get_the_windows_and_owners_of_run_ner():
                  else int(rng.integers(0, max_pieces + 5)) for _ in range(rng.integers(0, 45))]
                 for _ in range(rng.integers(1, 9))]
         for row, got in zip(rows, graph_windows(rows, max_pieces, stride)):
-            assert got == _windows(row, max_pieces, stride), (row, max_pieces, stride)
+            assert got == word_spans(row, max_pieces, stride), (row, max_pieces, stride)
             several += len(got[0]) > 2
     assert several > 200  # rows of three windows or more (225 of 238)
 
@@ -49,7 +49,7 @@ def test_random_sentences_get_the_windows_and_owners_of_run_ner():
     ([], 2, ([(0, 0)], [])),  # no words: one window of [CLS] [SEP]
 ])
 def test_ties_go_to_the_longer_then_the_earlier_window(row, max_pieces, expected):
-    assert _windows(row, max_pieces, 1) == expected
+    assert word_spans(row, max_pieces, 1) == expected
     assert graph_windows([row], max_pieces, 1) == [expected]
 
 

@@ -11,24 +11,20 @@ word with its label on the very first piece; a word WordPiece cannot split is on
 and keeps its label; a word of no pieces at all (only characters the tokenizer drops, such as
 U+200B) becomes [UNK] too, so that every word is predicted.
 
-Windows. A sentence of at most `max_seq_length - 2` pieces is one window, `[CLS] pieces [SEP]`.
-A longer one is cut at word boundaries into windows of at most that many pieces: a window takes
-as many whole words as fit, and the next starts at the first word at least `stride` pieces after
-the start of the previous one (run_ner.py's --doc_stride, half a window by default; but no
-later than the word after the previous window's last, so no word is skipped). Every word is
-predicted (label weight 1) in exactly one of the windows that hold it: the one where the
-smaller of its left and right context, counted in pieces, is largest, ties going to the longer
-window, then to the earlier one (the "max context" rule of the original `run_squad.py`). A
-single word of more pieces than a window holds keeps only its first `max_seq_length - 2`
-pieces; its label is on the first, as always. `modeling.export.word_windows` builds the same
-windows in the graph, for the SavedModel.
+Windows. A sentence of at most `max_seq_length - 2` pieces is one window, `[CLS] pieces [SEP]`;
+a longer one is cut at word boundaries into windows of whole words, `windows.word_spans` (the
+stride is run_ner.py's --doc_stride, half a window by default). Every word is predicted (label
+weight 1) in exactly one of the windows that hold it, its max-context one. A single word of
+more pieces than a window holds keeps only its first `max_seq_length - 2` pieces; its label is
+on the first, as always. `modeling.export.word_windows` builds the same windows in the graph,
+for the SavedModel.
 
 No TensorFlow is imported here.
 """
 import dataclasses
 import os
 
-from modeling.data import records, text
+from modeling.data import records, text, windows
 from modeling.runtime import files
 
 SCHEMES = ("auto", "iob1", "iob2")
@@ -219,36 +215,6 @@ def get_labels(sentences):
     return ["O"] + sorted({tag for s in sentences for tag in s.tags} - {"O"})
 
 
-def _windows(piece_counts, max_pieces, stride):
-    """(first word, end word exclusive) of each window over words of `piece_counts` pieces,
-    and for each word the index of the window that predicts it (see the module docstring)."""
-    if not piece_counts:  # an empty sentence: one window of [CLS] [SEP]
-        return [(0, 0)], []
-    starts = [0]  # piece offset of each word, then the total
-    for count in piece_counts:
-        starts.append(starts[-1] + count)
-    windows, first = [], 0
-    while True:
-        end = first + 1
-        while end < len(piece_counts) and starts[end + 1] - starts[first] <= max_pieces:
-            end += 1
-        windows.append((first, end))
-        if end == len(piece_counts):
-            break
-        following = first + 1
-        while following < end and starts[following] - starts[first] < stride:
-            following += 1
-        first = following
-    owners, best = [None] * len(piece_counts), [None] * len(piece_counts)
-    for window_index, (first, end) in enumerate(windows):
-        low, high = starts[first], starts[end]
-        for word in range(first, end):
-            score = (min(starts[word] - low, high - starts[word + 1]), high - low)
-            if best[word] is None or score > best[word]:
-                best[word], owners[word] = score, window_index
-    return windows, owners
-
-
 def window_stride(max_seq_length, stride=None):
     """`stride`, or for None the default: half a window, `(max_seq_length - 2) // 2`, at
     least 1."""
@@ -288,9 +254,9 @@ def convert_sentence(sentence, label_list, max_seq_length, tokenizer, stride=Non
                              f"training labels {label_list}")
         labels.append(label_map[tag])
     pieces = [(tokenizer.tokenize(word) or ["[UNK]"])[:max_pieces] for word in sentence.words]
-    windows, owners = _windows([len(p) for p in pieces], max_pieces, stride)
+    spans, owners = windows.word_spans([len(p) for p in pieces], max_pieces, stride)
     features = []
-    for window_index, (first, end) in enumerate(windows):
+    for window_index, (first, end) in enumerate(spans):
         window_pieces, label_ids, label_weights, word_ids = [], [0], [0.0], [-1]  # [CLS]'s
         for word in range(first, end):
             rest = len(pieces[word]) - 1

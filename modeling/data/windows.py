@@ -49,6 +49,47 @@ def spans(num_tokens, window, stride):
     return result
 
 
+def word_spans(piece_counts, max_pieces, stride):
+    """Windows of whole words over a sequence of words of `piece_counts` pieces, as NER reads
+    a sentence longer than a window.
+
+    A window takes as many whole words as fit in `max_pieces` (at least one word); the next
+    starts at the first word at least `stride` pieces after the start of the previous one, but
+    no later than the word after the previous window's last, so no word is skipped. Each word
+    belongs to its max-context window (see the module doc), its context counted in pieces; ties
+    go to the longer window, then to the earlier one.
+
+    Returns:
+      (windows, owners): (first word, end word exclusive) of each window, in order, and for
+      each word the index of the window that predicts it. No words: one empty window.
+    """
+    if not piece_counts:  # an empty sentence: one window of [CLS] [SEP]
+        return [(0, 0)], []
+    starts = [0]  # piece offset of each word, then the total
+    for count in piece_counts:
+        starts.append(starts[-1] + count)
+    spans, first = [], 0
+    while True:
+        end = first + 1
+        while end < len(piece_counts) and starts[end + 1] - starts[first] <= max_pieces:
+            end += 1
+        spans.append((first, end))
+        if end == len(piece_counts):
+            break
+        following = first + 1
+        while following < end and starts[following] - starts[first] < stride:
+            following += 1
+        first = following
+    owners, best = [None] * len(piece_counts), [None] * len(piece_counts)
+    for window_index, (first, end) in enumerate(spans):
+        low, high = starts[first], starts[end]
+        for word in range(first, end):
+            score = (min(starts[word] - low, high - starts[word + 1]), high - low)
+            if best[word] is None or score > best[word]:
+                best[word], owners[word] = score, window_index
+    return spans, owners
+
+
 def check_stride(stride, window, flag, window_is):
     """Raises ValueError unless 1 <= `stride` < `window`: the one bound on a stride, for every
     task and export that reads windows. A stride of a whole window or more would leave windows

@@ -19,7 +19,7 @@ _BEYOND = tf.int64.max  # pads sorted rows, so that `tf.searchsorted` never coun
 
 def windows(piece_counts, max_pieces, stride):
     """The windows of each row and the window that predicts each word, as
-    `modeling.data.ner._windows`.
+    `modeling.data.windows.word_spans`.
 
     Args:
       piece_counts: int RaggedTensor [B, (N)], the pieces of each word (>= 0).
