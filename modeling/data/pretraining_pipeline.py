@@ -364,10 +364,11 @@ def _run(tasks, finals, num_workers, progress):
 def _pool_context():
     """How to start workers: fork where that is safe, else spawn.
 
-    A forked worker starts at once with the parent's modules and tokenizer; a spawned one
-    starts an interpreter that imports them and the script again, a visible share of a short
-    run (benchmarks/history/create_pretraining_data.md). Forking is safe only in a process with no other thread, since a lock that a thread
-    holds at the fork stays locked in the child; TensorFlow runs threads once imported.
+    A forked worker starts at once with the parent's modules and tokenizer; a spawned one starts an
+    interpreter that imports them and the script again, a visible share of a short run
+    (benchmarks/history/create_pretraining_data.md). Forking is safe only in a process with no
+    other thread, since a lock that a thread holds at the fork stays locked in the child;
+    TensorFlow runs threads once imported.
     """
     if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
             and "tensorflow" not in sys.modules):

@@ -117,14 +117,14 @@ def dense(units, config, name, activation=None):
 class Dropout(keras.layers.Dropout):
     """Keras' Dropout, with 16 random bits a decision instead of a float32 draw.
 
-    Drawing the random numbers is most of dropout's time on a CPU, and a training step draws
-    one per element of every [B, N, T, T] attention probability and every [B, T, H] hidden
-    state, and TensorFlow's Philox generator draws 32 bits a value (its share of a step:
-    benchmarks/history/finetuning_against_peer.md). Each 32-bit draw here makes two decisions. The dropped
-    fraction is the rate rounded to a multiple of 2^-16 (0.1 -> 0.100006) and the kept values
-    are scaled by the inverse of the exact kept fraction, so the expectation is unchanged.
-    Keras draws the uniform number in the input's dtype instead, which under mixed_bfloat16
-    drops 13/128 = 0.1016 of the values for a rate of 0.1.
+    Drawing the random numbers is most of dropout's time on a CPU, and a training step draws one per
+    element of every [B, N, T, T] attention probability and every [B, T, H] hidden state, and
+    TensorFlow's Philox generator draws 32 bits a value (its share of a step:
+    benchmarks/history/finetuning_against_peer.md). Each 32-bit draw here makes two decisions.
+    The dropped fraction is the rate rounded to a multiple of 2^-16 (0.1 -> 0.100006) and the
+    kept values are scaled by the inverse of the exact kept fraction, so the expectation is
+    unchanged. Keras draws the uniform number in the input's dtype instead, which under
+    mixed_bfloat16 drops 13/128 = 0.1016 of the values for a rate of 0.1.
 
     The seed generator, its state (checkpointed so that a resumed run draws the masks an
     uninterrupted one would) and the config are Keras'.
@@ -206,18 +206,23 @@ class BertEmbeddings(keras.layers.Layer):
         # The original multiplies one-hot matrices by the tables; gathers give the same numbers.
         output = tf.cast(tf.gather(self.word_embeddings, layout.rows(input_ids)), dtype)
         if training:
-            # A gather's gradient is summed per table row by a segment sum, a slow single pass
-            # even for a 2-row table. One-hot rows times the table are its rows
-            # exactly, with a [types, n] x [n, H] product as the gradient.
-            token_types = tf.one_hot(layout.rows(token_type_ids), self.config.type_vocab_size)
-            output += tf.cast(tf.matmul(token_types, self.token_type_embeddings), dtype)
-            output += tf.cast(_position_rows(self.position_embeddings, layout), dtype)
+            output += self._type_and_position_for_training(token_type_ids, layout)
         else:
             output += tf.cast(tf.gather(self.token_type_embeddings,
                                         layout.rows(token_type_ids)), dtype)
             output += tf.cast(tf.gather(self.position_embeddings, layout.positions()), dtype)
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
+
+    def _type_and_position_for_training(self, token_type_ids, layout):
+        """The token-type and position embeddings of the rows, as `call` gathers them, in a
+        form whose gradient is cheaper: a gather's gradient is summed per table row by a
+        segment sum, a slow single pass even for a 2-row table, where one-hot rows times the
+        table are its rows exactly, with a [types, n] x [n, H] product as the gradient."""
+        dtype = self.compute_dtype
+        token_types = tf.one_hot(layout.rows(token_type_ids), self.config.type_vocab_size)
+        return (tf.cast(tf.matmul(token_types, self.token_type_embeddings), dtype)
+                + tf.cast(_position_rows(self.position_embeddings, layout), dtype))
 
 
 def _position_rows(table, layout):
@@ -273,15 +278,8 @@ class SelfAttention(keras.layers.Layer):
           probs: float Tensor [B, N, Tq, T], the attention probabilities before dropout.
         """
         scale = 1.0 / math.sqrt(float(self.size_per_head))
-        if training:
-            # The scale folded into the query's kernel and bias: a pass over [H, H] weights
-            # instead of one over the [B, N, Tq, T] scores and one over their gradient.
-            dtype = self.compute_dtype
-            queries = tf.nn.bias_add(
-                tf.matmul(query_rows, tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
-                tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
-        else:
-            queries = self.query(query_rows)
+        # In training the scale multiplies the query instead of the scores (`_scaled_queries`).
+        queries = self._scaled_queries(query_rows, scale) if training else self.query(query_rows)
         query = self._split_heads(query_layout.batch(queries))  # [B, N, Tq, D]
         key = self._split_heads(key_layout.batch(self.key(key_rows)))  # [B, N, T, D]
         value = self._split_heads(key_layout.batch(self.value(key_rows)))  # [B, N, T, D]
@@ -297,6 +295,15 @@ class SelfAttention(keras.layers.Layer):
         shape = tf.shape(context)
         context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.size_per_head])
         return query_layout.rows(context), probs
+
+    def _scaled_queries(self, query_rows, scale):
+        """The query projection times `scale`, the scale folded into its kernel and bias: a
+        pass over [H, H] weights instead of one over the [B, N, Tq, T] scores and one over
+        their gradient."""
+        dtype = self.compute_dtype
+        return tf.nn.bias_add(
+            tf.matmul(query_rows, tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
+            tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
 
 
 class DenseLayerNorm(keras.layers.Layer):
@@ -319,9 +326,13 @@ class DenseLayerNorm(keras.layers.Layer):
 
     def call(self, rows, residual, training=False):
         """Args: rows [n, input_size], residual [n, H]. Returns [n, H]."""
-        if not training:
-            return self.layer_norm(self.dense(rows) + residual)
-        # The bias is added in the fused pass, which also sums its gradient.
+        if training:
+            return self._fused_for_training(rows, residual)
+        return self.layer_norm(self.dense(rows) + residual)  # dropout: in training only
+
+    def _fused_for_training(self, rows, residual):
+        """`call` with dropout: the bias, dropout, residual and LayerNorm in one compiled
+        pass (`fused.dropout_add_layer_norm`), which also sums the bias's gradient."""
         output = tf.matmul(rows, tf.cast(self.dense.kernel, self.compute_dtype))
         keep, scale = self.dropout.keep_mask(output)
         norm = self.layer_norm
@@ -412,12 +423,15 @@ class Intermediate(keras.layers.Layer):
     def call(self, rows, training=False):
         """Args: rows [n, H]. Returns [n, I]."""
         if training and self.training_activation is not None:
-            # The bias is added in the compiled pass, which also sums its gradient.
-            outputs = tf.matmul(rows, tf.cast(self.dense.kernel, self.compute_dtype))
-            return self.training_activation(outputs,
-                                            tf.cast(self.dense.bias, self.compute_dtype))
+            return self._compiled_for_training(rows)
         outputs = self.dense(rows)
         return outputs if self.activation is None else self.activation(outputs)
+
+    def _compiled_for_training(self, rows):
+        """`call`, its bias add and activation in one compiled pass that also sums the bias's
+        gradient and keeps the activation's derivative for the backward pass."""
+        outputs = tf.matmul(rows, tf.cast(self.dense.kernel, self.compute_dtype))
+        return self.training_activation(outputs, tf.cast(self.dense.bias, self.compute_dtype))
 
 
 class Encoder(keras.layers.Layer):
