@@ -27,11 +27,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling.runtime import files
 from modeling.checkpoints import name_based
 from modeling.encoder.bert_model import POOLER, BertModel
 from modeling.encoder.config import LAYER_NORM_EPS, BertConfig
 from modeling.heads import MaskedLMHead, gather_positions
+from modeling.runtime import files
 
 # keras-hub's BertBackbone computes these, whatever a config says.
 KERAS_HUB_ACTIVATION = "gelu"  # the original's tanh approximation
