@@ -36,6 +36,10 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with "
                      "different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_list("mask_proportions", ["80", "10", "10"], "Of the positions chosen for "
+                  "prediction, the percentages replaced by [MASK], kept unchanged and replaced "
+                  "by a random token (the paper's Table 8; any three summing to 100). The "
+                  "default, the original's 80,10,10, gives the original's records.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are shorter "
                    "than the maximum length.")
 flags.DEFINE_integer("num_workers", 1, "Processes to spread the documents over. 1 gives the "
@@ -48,12 +52,25 @@ for _name in ("input_file", "output_file", "vocab_file"):
     flags.mark_flag_as_required(_name)
 
 
+def mask_proportions(values):
+    """--mask_proportions's three values as numbers; a ValueError naming the flag if not."""
+    try:
+        proportions = tuple(float(value) for value in values)
+    except ValueError:
+        proportions = ()
+    if len(proportions) != 3:
+        raise ValueError(f"--mask_proportions={','.join(values)}: expected three percentages "
+                         f"MASK,SAME,RND summing to 100, such as 80,10,10")
+    return proportions
+
+
 def main(_):
     options = pretraining.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        do_whole_word_mask=FLAGS.do_whole_word_mask)
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        mask_proportions=mask_proportions(FLAGS.mask_proportions))
     wanted = round(FLAGS.max_seq_length * FLAGS.masked_lm_prob)
     if wanted > FLAGS.max_predictions_per_seq:
         logging.warning("max_predictions_per_seq=%d caps the masked positions below "

@@ -22,6 +22,9 @@ class InstanceOptions:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
+    # Of the positions chosen for prediction, the percentages replaced by [MASK], kept as they
+    # are and replaced by a random token: the paper's Table 8 rows (80/10/10 the original's).
+    mask_proportions: tuple = (80, 10, 10)
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -34,6 +37,11 @@ class InstanceOptions:
             raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        proportions = self.mask_proportions
+        if (len(proportions) != 3 or any(p < 0 for p in proportions)
+                or abs(sum(proportions) - 100) > 1e-9):
+            raise ValueError(f"--mask_proportions are three percentages (MASK, SAME, RND) "
+                             f"summing to 100, got {','.join(f'{p:g}' for p in proportions)}")
 
 
 @dataclasses.dataclass
@@ -83,6 +91,12 @@ class InstanceMaker:
         self.is_continuation = [token.startswith("##") for token in vocab]
         # bit_lengths[i] is (i + 1).bit_length(): what `_shuffle` draws to pick j <= i.
         self.bit_lengths = [n.bit_length() for n in range(1, options.max_seq_length + 1)]
+        # The original's two draws per position: the first below `mask_below` makes it [MASK];
+        # otherwise the second below `keep_below` keeps it, else it becomes a random token.
+        # 80/10/10 gives the original's thresholds, 0.8 and 0.5, to the bit.
+        mask, same, random_token = options.mask_proportions
+        self.mask_below = mask / 100
+        self.keep_below = same / (same + random_token) if same + random_token else 1.0
 
     def _randint(self, low, high):
         # Exactly what random.Random.randint does (randrange -> _randbelow), without its
@@ -192,10 +206,11 @@ class InstanceMaker:
             positions = self._choose_tokens(input_ids, count)
         output = input_ids[:]
         random_draw, mask_id = self.rng.random, self.mask_id
+        mask_below, keep_below = self.mask_below, self.keep_below
         for index in positions:
-            if random_draw() < 0.8:
+            if random_draw() < mask_below:
                 output[index] = mask_id
-            elif random_draw() >= 0.5:  # else the original token stays, 10% of the time
+            elif random_draw() >= keep_below:  # else the original token stays
                 output[index] = self._randint(0, self.vocab_size - 1)
         positions.sort()
         return output, positions, [input_ids[index] for index in positions]
