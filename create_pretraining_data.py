@@ -74,9 +74,8 @@ def mask_proportions(values):
 
 def main(_):
     if FLAGS.pretraining_objective == "ltr":
-        masking = [f"--{name}" for name in ("masked_lm_prob", "max_predictions_per_seq",
-                                            "do_whole_word_mask", "mask_proportions")
-                   if FLAGS[name].present]
+        masking = [f"--{name}" for name in ("masked_lm_prob", "do_whole_word_mask",
+                                            "mask_proportions") if FLAGS[name].present]
         if masking:
             raise ValueError(f"--pretraining_objective=ltr predicts every next token and "
                              f"masks none: {', '.join(masking)} do not apply")
