@@ -80,8 +80,8 @@ def parse_args(argv=None):
                         help="Use the first articles of the extract up to this many MB; 0: all.")
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--train_batch_size", type=int, default=64)
-    parser.add_argument("--train_steps", type=int, default=4000,
+    parser.add_argument("--train_batch_size", type=int, default=32)
+    parser.add_argument("--train_steps", type=int, default=2000,
                         help="Pre-training steps of every variant: the budget.")
     parser.add_argument("--learning_rate", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=12345, help="Pre-training seed (data, "
