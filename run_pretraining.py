@@ -9,6 +9,7 @@ r"""Pre-trains BERT (masked LM + next sentence) on tf.distribute, as the origina
 Checkpoints go to --output_dir every --save_checkpoints_steps; a run started on a directory
 that holds them resumes from the latest (weights, Adam slots, step and data position). The
 trained model is also written as an original checkpoint, output_dir/export/bert_model.ckpt.
+--pretraining_objective trains the paper's ablations instead (docs/paper_ablations.md).
 """
 from modeling.runtime import quiet
 
@@ -31,6 +32,12 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval batches.")
+flags.DEFINE_enum("pretraining_objective", "mlm_nsp", ["mlm_nsp", "mlm", "ltr"],
+                  "mlm_nsp: the original's masked LM and next sentence. mlm: the paper's \"No "
+                  "NSP\" ablation, the masked LM alone. ltr: its \"LTR & No NSP\" ablation, a "
+                  "left-to-right LM (causal attention, every next token predicted; "
+                  "export/bert_config.json gets causal_attention, which fine-tuning keeps). "
+                  "The records must be create_pretraining_data.py's for the same objective.")
 for _name in ("bert_config_file", "input_file"):
     flags.mark_flag_as_required(_name)
 flags.adopt_module_key_flags(shared_flags)

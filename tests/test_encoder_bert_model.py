@@ -194,3 +194,52 @@ def test_mixed_bfloat16_stays_close(tiny_config, tiny_inputs):
     assert out.dtype == tf.bfloat16
     np.testing.assert_allclose(tf.cast(out, tf.float32), reference(tiny_inputs)["sequence_output"],
                                atol=0.1)
+
+
+def _causal_model(causal=True):
+    return BertModel(BertConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=16, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, causal_attention=causal))
+
+
+def _causal_inputs():
+    ids = np.random.RandomState(3).randint(5, 99, size=(3, 7))
+    mask = np.array([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4])
+    return {"input_ids": ids, "input_mask": mask}
+
+
+def test_causal_attention_sees_no_later_token():
+    model = _causal_model()
+    inputs = _causal_inputs()
+    changed = dict(inputs, input_ids=inputs["input_ids"].copy())
+    changed["input_ids"][:, 4:] = 7  # every token from position 4 on
+    before, after = model(inputs), model(changed)
+    np.testing.assert_array_equal(before["sequence_output"][:, :4], after["sequence_output"][:, :4])
+    assert np.abs(before["sequence_output"][0, 4:] - after["sequence_output"][0, 4:]).min() > 0
+    probs = before["attention_probs"][0].numpy()  # [B, N, T, T]
+    assert np.all(np.triu(probs[0, 0], k=1) == 0) and np.all(probs[0, 0][np.tril_indices(7)] > 0)
+    bidirectional = _causal_model(causal=False)(inputs)["attention_probs"][0].numpy()
+    assert np.all(bidirectional[0, 0] > 0)
+
+
+def test_causal_pooler_reads_the_last_real_token_in_every_path():
+    model = _causal_model()
+    inputs = _causal_inputs()
+    outputs = model(inputs)
+    last = outputs["sequence_output"].numpy()[[0, 1, 2], [6, 4, 2]]  # [B, H]
+    np.testing.assert_allclose(outputs["pooled_output"], model.pooler(last[:, None]), atol=1e-6)
+    np.testing.assert_allclose(model.pooled_output(inputs, training=True),
+                               outputs["pooled_output"], atol=1e-5)
+    positions = tf.constant([[0, 2], [4, 1], [2, 0]])  # the last layer at these alone
+    np.testing.assert_allclose(
+        model.real_token_output(inputs, positions),
+        tf.gather(outputs["sequence_output"], positions, batch_dims=1), atol=1e-5)
+
+
+def test_causal_attention_is_in_the_config_json_only_when_true():
+    assert "causal_attention" not in _causal_model(causal=False).config.to_dict()
+    config = _causal_model().config
+    assert BertConfig.from_dict(config.to_dict()).causal_attention is True
+    with pytest.raises(ValueError, match="causal_attention must be true or false, got 'yes'"):
+        BertConfig(vocab_size=99, causal_attention="yes")

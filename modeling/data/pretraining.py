@@ -22,6 +22,11 @@ class InstanceOptions:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
+    # Of the positions chosen for prediction, the percentages replaced by [MASK], kept as they
+    # are and replaced by a random token: the paper's Table 8 rows (80/10/10 the original's).
+    mask_proportions: tuple = (80, 10, 10)
+    # A key of OBJECTIVES: the original's records, or those of an ablation of the paper.
+    objective: str = "mlm_nsp"
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -34,6 +39,18 @@ class InstanceOptions:
             raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        proportions = self.mask_proportions
+        if (len(proportions) != 3 or any(p < 0 for p in proportions)
+                or abs(sum(proportions) - 100) > 1e-9):
+            raise ValueError(f"--mask_proportions are three percentages (MASK, SAME, RND) "
+                             f"summing to 100, got {','.join(f'{p:g}' for p in proportions)}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--pretraining_objective must be one of {sorted(OBJECTIVES)}, "
+                             f"got {self.objective!r}")
+        if self.objective == "ltr" and (self.do_whole_word_mask
+                                        or tuple(proportions) != (80, 10, 10)):
+            raise ValueError("--pretraining_objective=ltr predicts every next token and masks "
+                             "none: --do_whole_word_mask and --mask_proportions do not apply")
 
 
 @dataclasses.dataclass
@@ -83,6 +100,12 @@ class InstanceMaker:
         self.is_continuation = [token.startswith("##") for token in vocab]
         # bit_lengths[i] is (i + 1).bit_length(): what `_shuffle` draws to pick j <= i.
         self.bit_lengths = [n.bit_length() for n in range(1, options.max_seq_length + 1)]
+        # The original's two draws per position: the first below `mask_below` makes it [MASK];
+        # otherwise the second below `keep_below` keeps it, else it becomes a random token.
+        # 80/10/10 gives the original's thresholds, 0.8 and 0.5, to the bit.
+        mask, same, random_token = options.mask_proportions
+        self.mask_below = mask / 100
+        self.keep_below = same / (same + random_token) if same + random_token else 1.0
 
     def _randint(self, low, high):
         # Exactly what random.Random.randint does (randrange -> _randbelow), without its
@@ -109,7 +132,6 @@ class InstanceMaker:
           list of `Instance`.
         """
         rng, randint = self.rng, self._randint
-        flatten = itertools.chain.from_iterable
         document = documents[document_index]
         max_num_tokens = self.options.max_seq_length - 3  # [CLS], [SEP], [SEP]
         # Mostly fill the whole sequence, sometimes a shorter one, so that fine-tuning on short
@@ -125,17 +147,9 @@ class InstanceMaker:
             chunk.append(document[i])
             chunk_length += len(document[i])
             if i == len(document) - 1 or chunk_length >= target_seq_length:
-                a_end = randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                tokens_a = list(flatten(chunk[:a_end]))
-                if len(chunk) == 1 or rng.random() < 0.5:
-                    is_random_next = True
-                    tokens_b = self._random_next(documents, document_index,
-                                                 target_seq_length - len(tokens_a))
-                    # The segments not used as A go back to be used next time.
-                    i -= len(chunk) - a_end
-                else:
-                    is_random_next = False
-                    tokens_b = list(flatten(chunk[a_end:]))
+                tokens_a, tokens_b, is_random_next, unused = self._pair(
+                    chunk, documents, document_index, target_seq_length)
+                i -= unused
                 tokens_a, tokens_b = self._truncate_pair(tokens_a, tokens_b, max_num_tokens)
                 input_ids = [self.cls_id, *tokens_a, self.sep_id, *tokens_b, self.sep_id]
                 segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
@@ -145,6 +159,24 @@ class InstanceMaker:
                 chunk, chunk_length = [], 0
             i += 1
         return instances
+
+    def _pair(self, chunk, documents, document_index, target_seq_length):
+        """Segments A and B of one instance from a chunk of consecutive segments: B is the
+        rest of the chunk, or half the time (always for a one-segment chunk) text from
+        another document.
+
+        Returns:
+          (tokens_a, tokens_b, is_random_next, how many segments at the chunk's end are
+          unused, to be read again for the next instance).
+        """
+        flatten = itertools.chain.from_iterable
+        a_end = self._randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+        tokens_a = list(flatten(chunk[:a_end]))
+        if len(chunk) == 1 or self.rng.random() < 0.5:
+            tokens_b = self._random_next(documents, document_index,
+                                         target_seq_length - len(tokens_a))
+            return tokens_a, tokens_b, True, len(chunk) - a_end
+        return tokens_a, list(flatten(chunk[a_end:])), False, 0
 
     def _random_next(self, documents, document_index, target_b_length):
         randint = self._randint
@@ -192,10 +224,11 @@ class InstanceMaker:
             positions = self._choose_tokens(input_ids, count)
         output = input_ids[:]
         random_draw, mask_id = self.rng.random, self.mask_id
+        mask_below, keep_below = self.mask_below, self.keep_below
         for index in positions:
-            if random_draw() < 0.8:
+            if random_draw() < mask_below:
                 output[index] = mask_id
-            elif random_draw() >= 0.5:  # else the original token stays, 10% of the time
+            elif random_draw() >= keep_below:  # else the original token stays
                 output[index] = self._randint(0, self.vocab_size - 1)
         positions.sort()
         return output, positions, [input_ids[index] for index in positions]
@@ -245,6 +278,29 @@ class InstanceMaker:
         return positions
 
 
+class ContiguousInstanceMaker(InstanceMaker):
+    """Instances without next-sentence pairs, for the paper's "No NSP" model: A and B are
+    always one run of contiguous text, cut at a segment boundary (inside the segment when
+    the chunk is one segment); `is_random_next` is always False."""
+
+    def _pair(self, chunk, documents, document_index, target_seq_length):
+        if len(chunk) >= 2:
+            a_end = self._randint(1, len(chunk) - 1)
+            flatten = itertools.chain.from_iterable
+            return list(flatten(chunk[:a_end])), list(flatten(chunk[a_end:])), False, 0
+        tokens = chunk[0]
+        cut = self._randint(1, len(tokens) - 1) if len(tokens) >= 2 else len(tokens)
+        return tokens[:cut], tokens[cut:], False, 0
+
+
+class LeftToRightInstanceMaker(ContiguousInstanceMaker):
+    """The "No NSP" instances unmasked, for the paper's left-to-right model, which predicts
+    every next token: `masked_lm_positions` and `masked_lm_ids` are empty."""
+
+    def _mask(self, input_ids):
+        return input_ids, [], []
+
+
 def create_instances(documents, maker, dupe_factor, progress=None, convert=None):
     """All instances of a corpus, in the original's order: shuffle the documents, make
     `dupe_factor` passes over them (different masks each time), shuffle the instances.
@@ -287,19 +343,37 @@ RECORD_SCHEMA = records.Schema(
     next_sentence_labels=records.int64s(1))
 
 
+# The paper's "No NSP" instances (`ContiguousInstanceMaker`): no next-sentence label.
+MASKED_LM_RECORD_SCHEMA = records.Schema(**{
+    name: feature for name, feature in RECORD_SCHEMA.features.items()
+    if name != "next_sentence_labels"})
+
+# Its left-to-right instances (`LeftToRightInstanceMaker`): the text alone, every next token
+# a label.
+LEFT_TO_RIGHT_RECORD_SCHEMA = records.Schema(
+    input_ids=records.int64s("max_seq_length"),
+    input_mask=records.int64s("max_seq_length"),
+    segment_ids=records.int64s("max_seq_length"))
+
+
 class ExampleEncoder:
     """Serializes instances as the original's `tf.train.Example`s (`RECORD_SCHEMA`), padded to
     fixed lengths."""
+    SCHEMA = RECORD_SCHEMA
 
     def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq):
         self.max_seq_length = max_seq_length
         self.max_predictions = max_predictions_per_seq
         self.varints = records.VarintTable(max(vocab_size, max_seq_length, 2))
-        self.encoder = RECORD_SCHEMA.encoder(max_seq_length=max_seq_length,
-                                             max_predictions_per_seq=max_predictions_per_seq)
+        self.encoder = self.SCHEMA.encoder(max_seq_length=max_seq_length,
+                                           max_predictions_per_seq=max_predictions_per_seq)
 
     def encode(self, instance):
         """Returns the serialized Example (bytes)."""
+        return self.encoder.serialize(self._values(instance))
+
+    def _values(self, instance):
+        """Each feature's packed varints or floats (`RecordEncoder.serialize`)."""
         encode, encode_small = self.varints.encode, self.varints.encode_small
         length = len(instance.input_ids)
         if length > self.max_seq_length:
@@ -309,7 +383,7 @@ class ExampleEncoder:
         predictions = len(instance.masked_lm_positions)
         pred_pad = self.max_predictions - predictions
         # Varints of 0 and 1 are the bytes 0 and 1: the padding and the mask are plain bytes.
-        return self.encoder.serialize({
+        return {
             "input_ids": encode(instance.input_ids) + b"\0" * pad,
             "input_mask": b"\1" * length + b"\0" * pad,
             "segment_ids": encode_small(instance.segment_ids) + b"\0" * pad,
@@ -317,7 +391,46 @@ class ExampleEncoder:
             "masked_lm_ids": encode(instance.masked_lm_ids) + b"\0" * pred_pad,
             "masked_lm_weights": [1.0] * predictions + [0.0] * pred_pad,
             "next_sentence_labels": b"\1" if instance.is_random_next else b"\0",
-        })
+        }
+
+
+class MaskedLMExampleEncoder(ExampleEncoder):
+    """Serializes "No NSP" instances (`MASKED_LM_RECORD_SCHEMA`)."""
+    SCHEMA = MASKED_LM_RECORD_SCHEMA
+    DROPPED = ("next_sentence_labels",)
+
+    def _values(self, instance):
+        values = super()._values(instance)
+        for name in self.DROPPED:
+            del values[name]
+        return values
+
+
+class LeftToRightExampleEncoder(MaskedLMExampleEncoder):
+    """Serializes left-to-right instances (`LEFT_TO_RIGHT_RECORD_SCHEMA`)."""
+    SCHEMA = LEFT_TO_RIGHT_RECORD_SCHEMA
+    DROPPED = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+               "next_sentence_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """What one pre-training objective's records are: how instances are made and written."""
+    maker: type
+    encoder: type
+
+    @property
+    def schema(self):
+        return self.encoder.SCHEMA
+
+
+# --pretraining_objective: the original's masked LM and next sentence, and the paper's
+# Table 5 ablations "No NSP" and "LTR & No NSP".
+OBJECTIVES = {
+    "mlm_nsp": Objective(InstanceMaker, ExampleEncoder),
+    "mlm": Objective(ContiguousInstanceMaker, MaskedLMExampleEncoder),
+    "ltr": Objective(LeftToRightInstanceMaker, LeftToRightExampleEncoder),
+}
 
 
 def shard_rng(random_seed, shard):

@@ -198,10 +198,11 @@ def make_shard(task):
     documents = pretraining.read_documents(_shard_lines(task), tokenizer)
     _reporter.add(documents=len(documents))
     rng = pretraining.shard_rng(task.random_seed, task.shard)
-    maker = pretraining.InstanceMaker(tokenizer.vocab, task.options, rng)
+    objective = pretraining.OBJECTIVES[task.options.objective]
+    maker = objective.maker(tokenizer.vocab, task.options, rng)
     per_document = 1 / max(len(documents), 1)
-    encoder = pretraining.ExampleEncoder(len(tokenizer.vocab), task.options.max_seq_length,
-                                         task.options.max_predictions_per_seq)
+    encoder = objective.encoder(len(tokenizer.vocab), task.options.max_seq_length,
+                                task.options.max_predictions_per_seq)
     instances = pretraining.create_instances(
         documents, maker, task.dupe_factor,
         lambda made: _reporter.add(passes=per_document, instances=made),

@@ -24,7 +24,8 @@ class BertModel(keras.Model):
       encoder_outputs: list of L float [B, T, H], the output of each layer.
       attention_probs: list of L float [B, N, T, T], each layer's attention probabilities.
       sequence_output: float [B, T, H], the last layer's output.
-      pooled_output: float [B, H], tanh(dense(first token of sequence_output)).
+      pooled_output: float [B, H], tanh(dense(first token of sequence_output)); of its last
+        real token with `causal_attention` (see `pooled_position`).
     Dropout is active only when called with `training=True`.
     """
     # What a checkpoint may lack (the loader then keeps the initial values; see
@@ -45,6 +46,9 @@ class BertModel(keras.Model):
         self.embeddings = layers.BertEmbeddings(self.config)
         self.encoder = layers.Encoder(self.config)
         self.pooler = layers.Pooler(self.config)
+        # [B, 1, 1, T] for every query alike, as the original; [B, 1, T, T] left to right.
+        self.attention_adder = (layers.left_to_right_attention_adder
+                                if self.config.causal_attention else layers.attention_adder)
         self.build()
 
     def build(self, input_shape=None):
@@ -61,13 +65,29 @@ class BertModel(keras.Model):
             inputs, token_rows.AllPositions, training)  # every position, as the original
         encoder_outputs = [layout.batch(rows) for rows in encoder_rows]
         sequence_output = encoder_outputs[-1]
+        pooled_input = sequence_output  # the pooler reads its first token
+        if self.config.causal_attention:
+            pooled_input = tf.gather(sequence_output, self.pooled_position(inputs), batch_dims=1)
         return {
             "embedding_output": layout.batch(embedding_rows),
             "encoder_outputs": encoder_outputs,
             "attention_probs": attention_probs,
             "sequence_output": sequence_output,
-            "pooled_output": self.pooler(sequence_output),
+            "pooled_output": self.pooler(pooled_input),
         }
+
+    def pooled_position(self, inputs):
+        """int32 [B, 1]: the position the pooler reads: the first token ([CLS]), or in a
+        left-to-right model the last real one, the only one that has seen the whole input
+        (as OpenAI GPT classifies from its last token)."""
+        input_ids = tf.convert_to_tensor(inputs["input_ids"])
+        if not self.config.causal_attention:
+            return tf.zeros_like(input_ids[:, :1], tf.int32)
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = tf.ones_like(input_ids, tf.int32)
+        lengths = tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1, keepdims=True)
+        return tf.maximum(lengths - 1, 0)  # [B, 1]
 
     def real_token_output(self, inputs, positions=None, training=False):
         """The last layer's output where a head reads it, computing no padding: what a
@@ -97,8 +117,8 @@ class BertModel(keras.Model):
         token alone, otherwise from `call`, every position computed as the original."""
         if not training:
             return self(inputs)["pooled_output"]
-        first = tf.zeros_like(inputs["input_ids"][:, :1], tf.int32)  # [B, 1]
-        return self.pooler(self.real_token_output(inputs, first, training=True))
+        return self.pooler(self.real_token_output(inputs, self.pooled_position(inputs),
+                                                  training=True))
 
     def _encode(self, inputs, layout_for, training, positions=None):
         """Embeddings and layers over the rows of `layout_for(input_mask)`.
@@ -111,9 +131,7 @@ class BertModel(keras.Model):
         layout = layout_for(input_mask)
         embedding_rows = self.embeddings(input_ids, token_type_ids, layout=layout,
                                          training=training)
-        # [B, 1, 1, T]: the same adder for every head and every query position.
-        mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], embedding_rows.dtype)
-        attention_adder = (1.0 - mask) * layers.ATTENTION_MASK_ADDER
+        attention_adder = self.attention_adder(input_mask, embedding_rows.dtype)
         encoder_rows, attention_probs = self.encoder(
             embedding_rows, attention_adder, layout=layout, training=training,
             positions=positions)

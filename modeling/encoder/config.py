@@ -23,6 +23,11 @@ class BertConfig:
     `to_dict` writes it only when it differs, so Google's configs round trip unchanged. The
     original code refuses `gelu_exact` and ignores `layer_norm_eps`.
 
+    One addition for the paper's left-to-right ablation (its "LTR & No NSP" model):
+    `causal_attention: true` lets each position attend only to itself and the positions
+    before it, and has the pooler read the last real token, the only one that has seen the
+    whole input. It is written only when true; the original code would ignore it.
+
     Keys that the original does not know (Google's own configs carry `directionality` and
     `pooler_*`) are kept in `extra` and written back by `to_dict`, but change nothing.
     """
@@ -31,7 +36,7 @@ class BertConfig:
                  intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
                  attention_probs_dropout_prob=0.1, max_position_embeddings=512,
                  type_vocab_size=16, initializer_range=0.02, layer_norm_eps=LAYER_NORM_EPS,
-                 **extra):
+                 causal_attention=False, **extra):
         """Stores and validates the fields.
 
         Raises:
@@ -51,6 +56,7 @@ class BertConfig:
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
+        self.causal_attention = causal_attention
         self.extra = dict(extra)
         self._validate()
 
@@ -70,6 +76,9 @@ class BertConfig:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{field} must be in [0, 1), got {value!r}")
+        if not isinstance(self.causal_attention, bool):
+            raise ValueError(f"BertConfig.causal_attention must be true or false, "
+                             f"got {self.causal_attention!r}")
         for field in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -99,6 +108,8 @@ class BertConfig:
         output = {field: getattr(self, field) for field in _FIELDS}
         if self.layer_norm_eps != LAYER_NORM_EPS:
             output["layer_norm_eps"] = self.layer_norm_eps
+        if self.causal_attention:
+            output["causal_attention"] = True
         output.update(copy.deepcopy(self.extra))
         return output
 

@@ -237,6 +237,34 @@ def _position_rows(table, layout):
     return gather(table[:layout.seq_length])
 
 
+def attention_adder(input_mask, dtype):
+    """What the attention scores get added: 0 where a key may be attended to, -10000 where it
+    is padding, the same for every head and every query (the original's attention mask).
+
+    Args:
+      input_mask: int Tensor [B, T], 1 for real tokens and 0 for padding.
+      dtype: the scores' dtype.
+
+    Returns:
+      Tensor [B, 1, 1, T].
+    """
+    mask = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], dtype)  # [B, 1, 1, T]
+    return (1.0 - mask) * ATTENTION_MASK_ADDER
+
+
+def left_to_right_attention_adder(input_mask, dtype):
+    """`attention_adder` for a left-to-right model: each query also gets -10000 for every key
+    after it, so that position t sees only positions 0..t (the paper's LTR ablation).
+
+    Returns:
+      Tensor [B, 1, T, T], one row per query position.
+    """
+    seq_length = tf.shape(input_mask)[1]
+    later = tf.linalg.band_part(tf.ones([seq_length, seq_length], dtype), 0, -1) - \
+        tf.linalg.band_part(tf.ones([seq_length, seq_length], dtype), 0, 0)  # [T, T], k > q
+    return attention_adder(input_mask, dtype) + later * ATTENTION_MASK_ADDER  # [B, 1, T, T]
+
+
 class SelfAttention(keras.layers.Layer):
     """Owns `attention/self/{query,key,value}/{kernel,bias}`."""
 
@@ -267,8 +295,8 @@ class SelfAttention(keras.layers.Layer):
         Args:
           query_rows: float Tensor [q, H], the rows whose outputs are wanted.
           key_rows: float Tensor [n, H], the rows attended to.
-          attention_adder: float Tensor [B, 1, 1, T], 0 where a key may be attended to and
-            -10000 where it is padding.
+          attention_adder: float Tensor [B, 1, 1, T], or [B, 1, Tq, T] with a row per query:
+            0 where a key may be attended to and -10000 where not (`attention_adder`).
           query_layout: the query rows' `token_rows` layout, [B, Tq] positions.
           key_layout: the key rows' layout, [B, T] positions.
           training: bool, enables dropout on the attention probabilities.
@@ -383,7 +411,7 @@ class TransformerLayer(keras.layers.Layer):
 
         Args:
           rows: float Tensor [n, H], the previous layer's output.
-          attention_adder: float Tensor [B, 1, 1, T].
+          attention_adder: float Tensor [B, 1, 1, T], or [B, 1, T, T] with a row per query.
           layout: the rows' `token_rows` layout.
           training: bool, enables dropout.
           positions: optional int Tensor [B, P]: compute the output only at these positions
@@ -398,6 +426,9 @@ class TransformerLayer(keras.layers.Layer):
         else:
             query_rows = tf.gather(rows, tf.reshape(layout.row_of(positions), [-1]))  # [B*P, H]
             query_layout = token_rows.AllPositions(positions)
+            if attention_adder.shape[2] != 1:  # a row per query: those of the positions
+                attention_adder = tf.gather(attention_adder, tf.cast(positions, tf.int32),
+                                            axis=2, batch_dims=1)  # [B, 1, P, T]
         attention_output, probs = self.attention(
             query_rows, rows, attention_adder, query_layout=query_layout, key_layout=layout,
             training=training)

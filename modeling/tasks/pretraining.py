@@ -1,5 +1,7 @@
 """Pre-training as the original `run_pretraining.py`: reading and checking its records, the
-masked-LM and next-sentence losses and metrics on the shared `Trainer`, and the run."""
+masked-LM and next-sentence losses and metrics on the shared `Trainer`, and the run; and the
+paper's Table 5 ablations, the masked LM alone ("No NSP") and a left-to-right LM ("LTR & No
+NSP"), chosen by `pretraining_objective`."""
 import contextlib
 import dataclasses
 import os
@@ -13,7 +15,8 @@ from modeling import heads
 from modeling.data import pretraining as pretraining_data, pretraining_pipeline, records
 from modeling.encoder.config import BertConfig
 from modeling.evaluation import baseline
-from modeling.models.pretraining import BertPretrainer
+from modeling.models.pretraining import (BertLeftToRightLM, BertMaskedLM, BertPretrainer,
+                                         next_token_labels)
 from modeling.runtime import compilation_cache, files, output_lock
 from modeling.training import distribution, fine_tuning, input_pipeline
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
@@ -23,52 +26,69 @@ from modeling.training.progress import PassProgress
 from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
 
 
+def _masked_lm_counts(log_probs, label_ids, weights, global_weight):
+    """The masked-LM loss (its share of the global one) and its metric counts."""
+    loss, example_loss = heads.masked_lm_loss(log_probs, label_ids, weights, global_weight)
+    predictions = tf.argmax(log_probs, -1, output_type=tf.int32)
+    return loss, {
+        "mlm_loss": loss,
+        "mlm_correct": tf.reduce_sum(weights * tf.cast(tf.equal(predictions, label_ids),
+                                                       tf.float32)),
+        "mlm_weight": tf.reduce_sum(weights),
+        "mlm_loss_sum": tf.reduce_sum(weights * example_loss),
+    }
+
+
 class Pretrainer(Trainer):
     """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
                "nsp_correct", "nsp_loss_sum", "examples")
+    # What its masked-LM metrics are called: the masked tokens ("masked_lm"), or every next
+    # token of a left-to-right model ("next_token").
+    PREDICTED = "masked_lm"
 
     def build_model(self, config):
         return BertPretrainer(config)
 
+    @staticmethod
+    def labels(batch):
+        """(int32 ids [B, P], float32 weights [B, P]) of the predicted tokens."""
+        return batch["masked_lm_ids"], batch["masked_lm_weights"]
+
     def global_counts(self, batch):
         """Σ masked-LM weights and the number of examples over all replicas."""
         context = tf.distribute.get_replica_context()
-        weights = batch["masked_lm_weights"]
+        _, weights = self.labels(batch)
         return (context.all_reduce(SUM, tf.reduce_sum(weights)),
                 context.all_reduce(SUM, tf.cast(tf.shape(weights)[0], tf.float32)))
 
     def replica_loss(self, outputs, batch, global_weight, global_batch):
         """This replica's share of the global losses, and its metric counts."""
-        weights = batch["masked_lm_weights"]
-        mlm_loss, mlm_example_loss = heads.masked_lm_loss(
-            outputs["masked_lm_log_probs"], batch["masked_lm_ids"], weights, global_weight)
+        mlm_loss, counts = _masked_lm_counts(outputs["masked_lm_log_probs"],
+                                             *self.labels(batch), global_weight)
         nsp_loss, nsp_example_loss = heads.classification_loss(
             outputs["next_sentence_log_probs"], batch["next_sentence_labels"], global_batch)
-        mlm_predictions = tf.argmax(outputs["masked_lm_log_probs"], -1, output_type=tf.int32)
         nsp_predictions = tf.argmax(outputs["next_sentence_log_probs"], -1, output_type=tf.int32)
         labels = tf.reshape(batch["next_sentence_labels"], [-1])
-        counts = {
-            "mlm_loss": mlm_loss,
+        counts.update({
             "nsp_loss": nsp_loss,
-            "mlm_correct": tf.reduce_sum(weights * tf.cast(
-                tf.equal(mlm_predictions, batch["masked_lm_ids"]), tf.float32)),
-            "mlm_weight": tf.reduce_sum(weights),
-            "mlm_loss_sum": tf.reduce_sum(weights * mlm_example_loss),
             "nsp_correct": tf.reduce_sum(tf.cast(tf.equal(nsp_predictions, labels), tf.float32)),
             "nsp_loss_sum": tf.reduce_sum(nsp_example_loss),
             "examples": tf.cast(tf.shape(labels)[0], tf.float32),
-        }
+        })
         return mlm_loss + nsp_loss, counts
 
     def loop_scalars(self, totals, steps):
-        return {
+        scalars = {
             "loss": totals["loss"] / steps,
-            "masked_lm_loss": totals["mlm_loss"] / steps,
-            "next_sentence_loss": totals["nsp_loss"] / steps,
-            "masked_lm_accuracy": totals["mlm_correct"] / max(totals["mlm_weight"], 1e-9),
-            "next_sentence_accuracy": totals["nsp_correct"] / max(totals["examples"], 1),
+            f"{self.PREDICTED}_loss": totals["mlm_loss"] / steps,
+            f"{self.PREDICTED}_accuracy": totals["mlm_correct"] / max(totals["mlm_weight"], 1e-9),
         }
+        if "nsp_loss" in totals:
+            scalars.update(next_sentence_loss=totals["nsp_loss"] / steps,
+                           next_sentence_accuracy=totals["nsp_correct"]
+                           / max(totals["examples"], 1))
+        return scalars
 
     @tf.function(autograph=False)
     def _eval_step(self, batch):
@@ -94,37 +114,80 @@ class Pretrainer(Trainer):
         progress.finish()
         if not batches:
             raise ValueError("the evaluation input has no complete batch")
-        return {
+        results = {
             "global_step": self.global_step,
             "loss": totals["loss"] / batches,
-            "masked_lm_accuracy": totals["mlm_correct"] / totals["mlm_weight"],
-            "masked_lm_loss": totals["mlm_loss_sum"] / totals["mlm_weight"],
-            "next_sentence_accuracy": totals["nsp_correct"] / totals["examples"],
-            "next_sentence_loss": totals["nsp_loss_sum"] / totals["examples"],
+            f"{self.PREDICTED}_accuracy": totals["mlm_correct"] / totals["mlm_weight"],
+            f"{self.PREDICTED}_loss": totals["mlm_loss_sum"] / totals["mlm_weight"],
         }
+        if "nsp_correct" in totals:
+            results.update(next_sentence_accuracy=totals["nsp_correct"] / totals["examples"],
+                           next_sentence_loss=totals["nsp_loss_sum"] / totals["examples"])
+        return results
 
 
-def constant_guess_accuracies(dataset, max_eval_steps):
+class MaskedLMPretrainer(Pretrainer):
+    """Trains a `BertMaskedLM`, the paper's "No NSP" model: the masked-LM loss alone."""
+    METRICS = ("loss", "mlm_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum")
+
+    def build_model(self, config):
+        return BertMaskedLM(config)
+
+    def replica_loss(self, outputs, batch, global_weight, global_batch):
+        return _masked_lm_counts(outputs["masked_lm_log_probs"], *self.labels(batch),
+                                 global_weight)
+
+
+class LeftToRightPretrainer(MaskedLMPretrainer):
+    """Trains a `BertLeftToRightLM`, the paper's "LTR & No NSP" model: every next token
+    predicted, its metrics named next_token_*."""
+    PREDICTED = "next_token"
+
+    def build_model(self, config):
+        return BertLeftToRightLM(config)
+
+    labels = staticmethod(next_token_labels)
+
+    def replica_loss(self, outputs, batch, global_weight, global_batch):
+        return _masked_lm_counts(outputs["next_token_log_probs"], *self.labels(batch),
+                                 global_weight)
+
+
+# --pretraining_objective: the trainer of each objective of `pretraining_data.OBJECTIVES`.
+TRAINERS = {"mlm_nsp": Pretrainer, "mlm": MaskedLMPretrainer, "ltr": LeftToRightPretrainer}
+
+
+def constant_guess_accuracies(dataset, max_eval_steps, labels=Pretrainer.labels):
     """What the eval accuracies are worth: those of a model that always gives the same answer.
 
     Over the batches `Pretrainer.evaluate` reads (the first `max_eval_steps` of `dataset`):
-    the share of the most frequent masked token among the masked positions (by
-    `masked_lm_weights`), and the share of the majority next-sentence label.
+    the share of the most frequent predicted token among the predicted positions (by their
+    weights), and, where the records have next-sentence labels, the share of the majority one.
+
+    Args:
+      dataset: batches of a pre-training input.
+      max_eval_steps: int.
+      labels: a trainer's `labels`: the predicted ids and their weights in a batch.
 
     Returns:
-      dict: masked_lm_accuracy, masked_lm_id, next_sentence_accuracy, next_sentence_label.
+      dict: masked_lm_accuracy, masked_lm_id (of the predicted tokens, whatever they are),
+      and next_sentence_accuracy, next_sentence_label if the records have the labels.
     """
     token_counts, label_counts = np.zeros([0]), np.zeros([2])
     for batch in dataset.take(max_eval_steps):
-        counts = np.bincount(batch["masked_lm_ids"].numpy().ravel(),
-                             batch["masked_lm_weights"].numpy().ravel())
+        ids, weights = labels(batch)
+        counts = np.bincount(ids.numpy().ravel(), weights.numpy().ravel())
         token_counts = np.pad(token_counts, [0, max(0, len(counts) - len(token_counts))])
         token_counts[:len(counts)] += counts
-        label_counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(), minlength=2)
-    return {"masked_lm_accuracy": token_counts.max() / token_counts.sum(),
-            "masked_lm_id": int(token_counts.argmax()),
-            "next_sentence_accuracy": label_counts.max() / label_counts.sum(),
-            "next_sentence_label": int(label_counts.argmax())}
+        if "next_sentence_labels" in batch:
+            label_counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(),
+                                        minlength=2)
+    floor = {"masked_lm_accuracy": token_counts.max() / token_counts.sum(),
+             "masked_lm_id": int(token_counts.argmax())}
+    if label_counts.sum():
+        floor.update(next_sentence_accuracy=label_counts.max() / label_counts.sum(),
+                     next_sentence_label=int(label_counts.argmax()))
+    return floor
 
 
 def expand_files(input_file):
@@ -132,13 +195,15 @@ def expand_files(input_file):
     return pretraining_pipeline.expand_input_patterns(input_file, tf.io.gfile.glob)
 
 
-def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, records=64):
-    """Reads the first records of each file and checks them against the flags and config.
+def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, records=64,
+                  objective="mlm_nsp"):
+    """Reads the first records of each file and checks them against the flags and config:
+    records of `objective` (a key of `pretraining_data.OBJECTIVES`), of these sizes.
 
     Raises:
       ValueError: naming the file, the feature and the value that does not fit.
     """
-    schema = pretraining_data.RECORD_SCHEMA
+    schema = pretraining_data.OBJECTIVES[objective].schema
     shapes = schema.shapes(max_seq_length=max_seq_length,
                            max_predictions_per_seq=max_predictions_per_seq)
     expected = {}  # name -> (length, what says so: the flag named as the size, or the format)
@@ -153,6 +218,7 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
                 features = tf.train.Example.FromString(raw).features.feature
             except message.DecodeError:
                 raise ValueError(f"{path}: record {count} is not a tf.train.Example") from None
+            _check_kind(path, set(features), objective)
             for name, (length, source) in expected.items():
                 if name not in features:
                     raise ValueError(f"{path}: record {count} has no feature {name!r}")
@@ -161,12 +227,25 @@ def check_records(paths, max_seq_length, max_predictions_per_seq, vocab_size, re
                     raise ValueError(f"{path}: {name} has {len(values)} values but "
                                      f"{source} says {length}")
             for name in ("input_ids", "masked_lm_ids"):
+                if name not in expected:
+                    continue
                 top = max(features[name].int64_list.value)
                 if top >= vocab_size:
                     raise ValueError(f"{path}: {name} contains {top}, but the config's "
                                      f"vocab_size is {vocab_size}")
         if count == 0:
             raise ValueError(f"{path}: no records")
+
+
+def _check_kind(path, features, objective):
+    """Refuses records made for another objective than `objective`, naming both."""
+    made_for = [name for name, other in pretraining_data.OBJECTIVES.items()
+                if set(other.schema.features) == features]
+    if made_for and made_for != [objective]:
+        raise ValueError(f"{path} holds records for --pretraining_objective={made_for[0]} "
+                         f"(features {', '.join(sorted(features))}), not for "
+                         f"--pretraining_objective={objective}: make them with "
+                         f"create_pretraining_data.py --pretraining_objective={objective}")
 
 
 def _first_records(path, count):
@@ -197,15 +276,16 @@ def _input_errors(input_file):
 
 
 def pretraining_dataset(paths, batch_size, max_seq_length, max_predictions_per_seq,
-                        is_training, seed=12345, skip_batches=0):
+                        is_training, seed=12345, skip_batches=0, objective="mlm_nsp"):
     """Batches of model inputs and labels (int32, float32 weights), keyed as BertPretrainer's.
 
     Training: files shuffled and interleaved, records shuffled, repeated forever, fixed batch
     shape, as the original reads them. It is deterministic for a seed, so that a resumed run
     skips the `skip_batches` batches it has already trained on and sees the same data as an
     uninterrupted one. Evaluation: files in order, once, with a last partial batch.
+    `objective` says which records (`pretraining_data.OBJECTIVES`) the files hold.
     """
-    spec = input_pipeline.parse_spec(pretraining_data.RECORD_SCHEMA,
+    spec = input_pipeline.parse_spec(pretraining_data.OBJECTIVES[objective].schema,
                                      max_seq_length=max_seq_length,
                                      max_predictions_per_seq=max_predictions_per_seq)
     if is_training:
@@ -235,6 +315,8 @@ class PretrainingOptions(TrainingOptions):
     num_train_steps: int = 100000
     num_warmup_steps: int = 10000
     max_eval_steps: int = 100
+    # A key of TRAINERS: the original's objective, or one of the paper's Table 5 ablations.
+    pretraining_objective: str = "mlm_nsp"
 
     POSITIVE = TrainingOptions.POSITIVE + ("num_train_steps", "max_eval_steps",
                                            "max_predictions_per_seq")
@@ -245,6 +327,25 @@ class PretrainingOptions(TrainingOptions):
         if not self.do_train and not self.do_eval:
             raise ValueError("At least one of --do_train or --do_eval must be True.")
         require_non_negative("num_warmup_steps", self.num_warmup_steps)
+        if self.pretraining_objective not in TRAINERS:
+            raise ValueError(f"--pretraining_objective must be one of {sorted(TRAINERS)}, "
+                             f"got {self.pretraining_objective!r}")
+
+
+def objective_config(config, objective, config_file):
+    """The model's config for `objective`: a left-to-right model's gets `causal_attention`,
+    which its exported bert_config.json carries on to fine-tuning and export.
+
+    Raises:
+      ValueError: a config of a left-to-right model for a bidirectional objective.
+    """
+    if objective == "ltr":
+        return BertConfig.from_dict(dict(config.to_dict(), causal_attention=True))
+    if config.causal_attention:
+        raise ValueError(f"{config_file} says causal_attention (a left-to-right model), which "
+                         f"only --pretraining_objective=ltr trains, not "
+                         f"--pretraining_objective={objective}")
+    return config
 
 
 def run(options):
@@ -253,7 +354,8 @@ def run(options):
     original-format checkpoint and its config in output_dir/export/."""
     options.check()
     compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
-    config = BertConfig.from_json_file(options.bert_config_file)
+    config = objective_config(BertConfig.from_json_file(options.bert_config_file),
+                              options.pretraining_objective, options.bert_config_file)
     check_max_seq_length(options.max_seq_length, config, options.bert_config_file)
     strategy = options.strategy()  # first of all TensorFlow work
     chief = distribution.is_chief(strategy)
@@ -269,10 +371,11 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
     """`run` once output_dir is this run's; this worker writes in `write_dir`
     (`distribution.write_dir`)."""
     paths = expand_files(options.input_file)
+    objective = options.pretraining_objective
     check_records(paths, options.max_seq_length, options.max_predictions_per_seq,
-                  config.vocab_size)
+                  config.vocab_size, objective=objective)
     options.check_train_batch(strategy)
-    pretrainer = Pretrainer(strategy, config, options.learning_rate, options.num_train_steps,
+    pretrainer = TRAINERS[objective](strategy, config, options.learning_rate, options.num_train_steps,
                             options.num_warmup_steps, **options.trainer_options())
     if options.init_checkpoint:
         pretrainer.init_from(options.init_checkpoint)
@@ -282,15 +385,20 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
             return pretraining_dataset(
                 paths, options.train_batch_size, options.max_seq_length,
                 options.max_predictions_per_seq, is_training=True, seed=options.seed,
-                skip_batches=skip_batches)
+                skip_batches=skip_batches, objective=objective)
         with _input_errors(options.input_file):
             pretrainer.train(dataset_fn, options.train_batch_size, options.output_dir,
                              options.num_train_steps, options.iterations_per_loop,
                              options.save_checkpoints_steps, options.keep_checkpoint_max)
         fine_tuning.keep_original(pretrainer, write_dir)
         if chief:
-            tf.io.gfile.copy(options.bert_config_file, os.path.join(
-                options.output_dir, ORIGINAL_CHECKPOINT_DIR, "bert_config.json"), overwrite=True)
+            exported_config = os.path.join(options.output_dir, ORIGINAL_CHECKPOINT_DIR,
+                                           "bert_config.json")
+            if objective == "ltr":  # the config given, with causal_attention
+                with files.atomic_write(exported_config) as writer:
+                    writer.write(config.to_json_string())
+            else:
+                tf.io.gfile.copy(options.bert_config_file, exported_config, overwrite=True)
 
     if options.do_eval:
         if not options.do_train and not pretrainer.restore_latest(options.output_dir):
@@ -298,17 +406,21 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
                              "evaluate")
         dataset = pretraining_dataset(
             paths, options.eval_batch_size, options.max_seq_length,
-            options.max_predictions_per_seq, is_training=False)
+            options.max_predictions_per_seq, is_training=False, objective=objective)
         with _input_errors(options.input_file):
             results = pretrainer.evaluate(dataset, options.max_eval_steps)
-            floor = constant_guess_accuracies(dataset, options.max_eval_steps)
+            floor = constant_guess_accuracies(dataset, options.max_eval_steps,
+                                              pretrainer.labels)
         logging.info("Eval results: %s", results)
-        logging.info("Eval: %s", baseline.beside(results, {
-            "masked_lm_accuracy": [(f"always guessing the most frequent masked token, id "
-                                    f"{floor['masked_lm_id']}", floor["masked_lm_accuracy"])],
-            "next_sentence_accuracy": [(f"always guessing the majority label, "
-                                        f"{floor['next_sentence_label']}",
-                                        floor["next_sentence_accuracy"])]}))
+        predicted = pretrainer.PREDICTED
+        guesses = {f"{predicted}_accuracy": [(
+            f"always guessing the most frequent {predicted.split('_')[0]} token, id "
+            f"{floor['masked_lm_id']}", floor["masked_lm_accuracy"])]}
+        if "next_sentence_accuracy" in floor:
+            guesses["next_sentence_accuracy"] = [(
+                f"always guessing the majority label, {floor['next_sentence_label']}",
+                floor["next_sentence_accuracy"])]
+        logging.info("Eval: %s", baseline.beside(results, guesses))
         if chief:
             files.write_eval_results(results, os.path.join(options.output_dir,
                                                            "eval_results.txt"))
