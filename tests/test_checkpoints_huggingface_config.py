@@ -95,3 +95,10 @@ def test_label_names_are_kept_for_the_way_back():
     # Names that do not fit the head's size are not used.
     assert huggingface_config.to_hf(config, "BertForSequenceClassification", 2)["id2label"] == {
         "0": "LABEL_0", "1": "LABEL_1"}
+
+
+def test_a_left_to_right_model_is_refused_on_the_way_to_hugging_face():
+    config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16, causal_attention=True)
+    with pytest.raises(ValueError, match=r"^a left-to-right model \(causal_attention"):
+        huggingface_config.to_hf(config, "BertModel")

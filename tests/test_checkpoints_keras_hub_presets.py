@@ -260,3 +260,13 @@ def test_a_classifier_fine_tuned_in_keras_hub_predicts_and_serves_through_our_sc
                                                     "text_b": [b for _, b in PLAIN_ROWS]})])
     for loader in ("session", "object_loader"):
         np.testing.assert_allclose(served[loader]["probabilities"], expected, atol=1e-5, rtol=0)
+
+
+def test_a_left_to_right_model_is_refused_in_one_line(tmp_path):
+    from modeling.checkpoints import keras_hub_presets
+    config = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16, causal_attention=True)
+    with pytest.raises(ValueError, match=r"^a left-to-right model \(causal_attention"):
+        keras_hub_presets.original_to_preset(str(tmp_path / "bert_model.ckpt"),
+                                             str(tmp_path / "preset"), config, "vocab.txt")
+    assert not (tmp_path / "preset").exists()

@@ -89,6 +89,9 @@ def to_hf(config, architecture, num_labels=None):
       A dict with `architectures`, `model_type` and the hyper-parameters, `hidden_act` in
       Hugging Face's spelling; `id2label` and `label2id` for a LABELED head.
     """
+    if config.causal_attention:
+        raise ValueError("a left-to-right model (causal_attention in its bert_config.json) has "
+                         "no Hugging Face BERT counterpart: BertModel attends both ways")
     hf_config = {"architectures": [architecture], "model_type": "bert"}
     hf_config.update({key: getattr(config, key) for key in _HF_DEFAULTS})
     hf_config["hidden_act"] = _ACTIVATION_TO_HF[config.hidden_act]

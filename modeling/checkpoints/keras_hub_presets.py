@@ -219,6 +219,9 @@ def original_to_preset(ckpt_path, preset_dir, config, vocab_file, do_lower_case=
     if not 0 < sequence_length <= config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={sequence_length} is not within the model's "
                          f"max_position_embeddings {config.max_position_embeddings}")
+    if config.causal_attention:
+        raise ValueError("a left-to-right model (causal_attention in its bert_config.json) has "
+                         "no keras-hub counterpart: BertBackbone attends both ways")
     problems = unrepresentable(config)
     if problems and not approximate:
         raise ValueError(f"keras-hub's BertBackbone cannot represent {'; '.join(problems)}; "
