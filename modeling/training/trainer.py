@@ -393,6 +393,9 @@ class Trainer:
                 # missing input.)
                 reader = name_based.CheckpointReader(path)
                 with name_based.reading(reader.data):
+                    different = checkpoint_dir.difference(self.checkpoint, path, partial)
+                    if different:
+                        raise ValueError(different)
                     status = (self.checkpoint.read if partial else self.checkpoint.restore)(path)
                 if partial:
                     status.expect_partial()
