@@ -13,6 +13,7 @@ quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags
 
+import shared_flags
 from modeling.runtime import cli
 from modeling.tasks import extract_features
 
@@ -24,6 +25,8 @@ flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pre-train
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece tokenization; "
                      "longer sequences are truncated, shorter ones padded.")
 flags.DEFINE_string("init_checkpoint", None, "Original (TF1 name-based) BERT checkpoint.")
+shared_flags.define_allow_fewer_layers_flag()
+flags.adopt_module_key_flags(shared_flags)
 flags.DEFINE_string("vocab_file", None, "vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
@@ -37,7 +40,7 @@ def main(_):
     extract_features.run(
         FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
         FLAGS.vocab_file, FLAGS.layers, FLAGS.do_lower_case, FLAGS.max_seq_length,
-        FLAGS.batch_size, FLAGS.progress_seconds)
+        FLAGS.batch_size, FLAGS.progress_seconds, FLAGS.allow_fewer_layers)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
     flags.DEFINE_string("output_dir", None, "Where records, checkpoints and results go.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: an original one "
                         "(Google's, or one fine-tuned with this task's head) or one of ours.")
+    define_allow_fewer_layers_flag()
     flags.DEFINE_bool("do_train", False, "Whether to train.")
     flags.DEFINE_integer("train_batch_size", train_batch_size, "Global batch size for "
                          "training.")
@@ -59,6 +60,14 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
                         "version and CPU), so that later runs on this machine skip it. Empty: "
                         "no cache.")
     flags.mark_flag_as_required("output_dir")
+
+
+def define_allow_fewer_layers_flag():
+    """The opt-in of every script with --init_checkpoint to a model cut short."""
+    flags.DEFINE_bool("allow_fewer_layers", False, "Let the config's num_hidden_layers be "
+                      "fewer than --init_checkpoint's encoder layers: the model starts from "
+                      "the checkpoint's first layers and the rest are dropped (logged). "
+                      "Without it such a config is refused.")
 
 
 def define_fine_tuning_flags(max_seq_length=128, train_batch_size=32, learning_rate=5e-5,

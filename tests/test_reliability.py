@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
@@ -502,19 +503,64 @@ def test_a_flipped_byte_in_a_skipped_adam_slot_is_named(tmp_path, vocab, tiny_mo
     assert not out.exists()
 
 
-def test_a_config_of_fewer_layers_than_the_checkpoint_is_refused(tmp_path, vocab,
-                                                                  tiny_model_files):
-    ckpt = tiny_model_files / "ckpt" / "bert_model.ckpt"  # 2 layers
+def _one_layer_config(tmp_path, tiny_model_files):
     settings = json.loads((tiny_model_files / "config.json").read_text())
+    assert settings["num_hidden_layers"] == 2
     settings["num_hidden_layers"] = 1
     (tmp_path / "config.json").write_text(json.dumps(settings))
+    return tmp_path / "config.json"
+
+
+def _extract(tmp_path, vocab, config, ckpt, output, *args):
     (tmp_path / "in.txt").write_text("the keeper lit the lamp\n")
-    process = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
-                         f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={vocab}",
-                         f"--bert_config_file={tmp_path / 'config.json'}",
-                         f"--init_checkpoint={ckpt}", "--max_seq_length=16", check=False)
-    _one_line_error(process, ckpt, "has 2 encoder layers", "has 1", "num_hidden_layers")
+    return run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                      f"--output_file={tmp_path / output}", f"--vocab_file={vocab}",
+                      f"--bert_config_file={config}", f"--init_checkpoint={ckpt}",
+                      "--max_seq_length=16", *args, check=False)
+
+
+def test_a_config_of_fewer_layers_than_the_checkpoint_is_refused_unless_asked_for(
+        tmp_path, vocab, tiny_model_files):
+    ckpt = tiny_model_files / "ckpt" / "bert_model.ckpt"  # 2 layers
+    config = _one_layer_config(tmp_path, tiny_model_files)
+    process = _extract(tmp_path, vocab, config, ckpt, "out.jsonl")
+    _one_line_error(process, ckpt, "has 2 encoder layers", "has 1", "num_hidden_layers",
+                    "--allow_fewer_layers")
     assert not list(tmp_path.glob("out*"))
+
+    process = _extract(tmp_path, vocab, config, ckpt, "out.jsonl", "--allow_fewer_layers",
+                       "--layers=-1")
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert "loaded layers 0 to 0, dropped layers 1 to 1" in process.stderr
+    assert "not used" not in process.stderr  # the dropped layer is said once, not twice
+    # The cut model's last layer is the whole model's first.
+    whole = _extract(tmp_path, vocab, tiny_model_files / "config.json", ckpt, "whole.jsonl",
+                     "--layers=-2")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    cut = json.loads((tmp_path / "out.jsonl").read_text())["features"]
+    first = json.loads((tmp_path / "whole.jsonl").read_text())["features"]
+    np.testing.assert_allclose([t["layers"][0]["values"] for t in cut],
+                               [t["layers"][0]["values"] for t in first], atol=1e-5)
+
+
+def test_fine_tuning_from_a_checkpoint_of_more_layers_takes_the_opt_in(tmp_path, vocab,
+                                                                       tiny_model_files):
+    ckpt = tiny_model_files / "ckpt" / "bert_model.ckpt"
+    config = _one_layer_config(tmp_path, tiny_model_files)
+    (tmp_path / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                        + "1\t1\t2\tthe lamp\ta lamp\n" * 4)
+
+    def train(*args):
+        return run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+                          f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                          f"--init_checkpoint={ckpt}", f"--output_dir={tmp_path / 'out'}",
+                          "--do_train", "--max_seq_length=16", "--train_batch_size=4",
+                          "--num_train_epochs=1", *args, check=False)
+
+    _one_line_error(train(), ckpt, "has 2 encoder layers", "--allow_fewer_layers")
+    process = train("--allow_fewer_layers")
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert "dropped layers 1 to 1" in process.stderr
 
 
 def _tiny_pretrainer(config):
@@ -595,7 +641,9 @@ def test_training_into_the_output_dir_of_another_config_is_refused_before_writin
     assert train(config_file).returncode == 0
     (out / "train.tf_record").unlink()
     process = train(other)
-    _one_line_error(process, out / "ckpt-2", "another model", "intermediate")
+    line = _one_line_error(process, out / "ckpt-2", "another model",
+                           "intermediate/dense/kernel is (64, 256) there, (64, 41) here")
+    assert process.stderr.strip().splitlines()[-1] == line  # no TensorFlow warnings after it
     assert not (out / "train.tf_record").exists()
 
 

@@ -391,6 +391,27 @@ def test_bad_flags_are_one_line_errors(bad_flag, message, tmp_path):
     assert not (tmp_path / "out/train.tf_record").exists()  # refused before any work
 
 
+@pytest.mark.parametrize("task, folder, message", [
+    ("cola", "RTE", "RTE/train.tsv:1: does not look like CoLA's train.tsv: its rows have 4 "
+                    "tab-separated columns, the label 0 or 1 in column 2 and blank or the "
+                    "original's mark (*, ?) in column 3; this one reads 'index\\tsentence1"),
+    ("cola", "SST-2", "SST-2/train.tsv:1: does not look like CoLA's train.tsv"),
+    ("sst-2", "CoLA", "CoLA/train.tsv:1: does not look like SST-2's train.tsv: its header "
+                      "names column 1 'sentence', column 2 'label'; this one reads \"gj04"),
+])
+def test_a_task_on_another_tasks_real_files_is_one_line_before_any_record(
+        task, folder, message, tmp_path, data):
+    """CoLA's train and dev have no header: its rows tell it from the other tasks' files."""
+    require_shared()
+    config = write_config(tmp_path / "config.json")
+    process = run_script("run_classifier.py", *classifier_flags(
+        data / "glue" / folder, config, tmp_path / "out", "--do_train", task=task), check=False)
+    assert process.returncode == 2
+    assert message in process.stderr.strip().splitlines()[-1], process.stderr[-2000:]
+    assert "unknown label" not in process.stderr and "Traceback" not in process.stderr
+    assert not (tmp_path / "out/train.tf_record").exists()
+
+
 def test_a_bad_row_names_the_file_and_line(tmp_path):
     require_shared()
     data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json")

@@ -159,7 +159,7 @@ def first_line(error):
                   text.splitlines()[0])[:300]
 
 
-def load_original(model, ckpt_path, optional=()):
+def load_original(model, ckpt_path, optional=(), allow_fewer_layers=False):
     """Copies an original name-based checkpoint into `model`, strictly.
 
     Every model variable must be present with the same shape, and is assigned exactly once;
@@ -170,6 +170,9 @@ def load_original(model, ckpt_path, optional=()):
       ckpt_path: checkpoint prefix (`.../bert_model.ckpt`) or its directory.
       optional: checkpoint names of variables that may be missing (a fine-tuning head's, which
         a pre-trained checkpoint does not have, as the original's `init_checkpoint`).
+      allow_fewer_layers: bool, whether a model of fewer encoder layers than the checkpoint
+        takes its first ones (the rest are dropped, in one logged line) instead of being
+        refused.
 
     Returns:
       A `LoadResult`.
@@ -177,7 +180,7 @@ def load_original(model, ckpt_path, optional=()):
     Raises:
       ValueError: a model variable is missing from the checkpoint or has another shape (the
         message lists every such name with both shapes), or the model has fewer encoder
-        layers than the checkpoint.
+        layers than the checkpoint and `allow_fewer_layers` is False.
     """
     reader = open_checkpoint(ckpt_path)
     ckpt_path, ckpt_shapes = reader.path, reader.shapes
@@ -191,7 +194,7 @@ def load_original(model, ckpt_path, optional=()):
         f"{name}: model {tuple(variables[name].shape)} vs checkpoint {tuple(ckpt_shapes[name])}"
         for name in variables
         if name in ckpt_shapes and tuple(variables[name].shape) != tuple(ckpt_shapes[name]))
-    _check_layer_count(variables, ckpt_shapes, ckpt_path, model.name)
+    dropped = _dropped_layers(variables, ckpt_shapes, ckpt_path, model.name, allow_fewer_layers)
     if missing or mismatched:
         lines = [f"Checkpoint {ckpt_path} does not fit model {model.name}:"]
         lines += [f"  missing from checkpoint: {name} {tuple(variables[name].shape)}"
@@ -205,7 +208,8 @@ def load_original(model, ckpt_path, optional=()):
 
     leftovers = sorted(name for name in ckpt_shapes if name not in variables)
     skipped = [name for name in leftovers if is_optimizer_state(name)]
-    unused = [name for name in leftovers if not is_optimizer_state(name)]
+    unused = [name for name in leftovers if not is_optimizer_state(name)
+              and not _in_layers(name, dropped)]
     reader.verify(leftovers)
     if unused:
         logging.warning("Checkpoint %s: %d tensors not used by %s: %s", ckpt_path, len(unused),
@@ -221,17 +225,30 @@ def _layer_count(names):
     return len({match.group(1) for match in map(_LAYER.match, names) if match})
 
 
-def _check_layer_count(variables, ckpt_shapes, ckpt_path, model_name):
-    """Refuses a model with fewer encoder layers than the checkpoint: the layers left over
+def _in_layers(name, layers):
+    match = _LAYER.match(name)
+    return bool(match) and int(match.group(1)) in layers
+
+
+def _dropped_layers(variables, ckpt_shapes, ckpt_path, model_name, allow_fewer_layers):
+    """The checkpoint's encoder layers a model of fewer layers leaves out (a range, empty
+    when it has as many). Without `allow_fewer_layers` that is refused: the layers left over
     would be dropped without a word but the routine "tensors not used" line, and a model cut
-    short is no model the checkpoint was trained as. (More layers than the checkpoint are
-    missing tensors, which the caller lists.)"""
+    short is no model the checkpoint was trained as, unless asked for. (More layers than the
+    checkpoint are missing tensors, which the caller lists.)"""
     model_layers, ckpt_layers = _layer_count(variables), _layer_count(ckpt_shapes)
-    if 0 < model_layers < ckpt_layers:
+    if not 0 < model_layers < ckpt_layers:
+        return range(0)
+    if not allow_fewer_layers:
         raise ValueError(f"Checkpoint {ckpt_path} has {ckpt_layers} encoder layers but model "
                          f"{model_name} has {model_layers} (num_hidden_layers of the config); "
                          f"its last {ckpt_layers - model_layers} would go unused: pass the "
-                         f"checkpoint's own bert_config.json")
+                         f"checkpoint's own bert_config.json, or --allow_fewer_layers to "
+                         f"start from its first {model_layers}")
+    logging.info("Checkpoint %s has %d encoder layers, model %s %d (--allow_fewer_layers): "
+                 "loaded layers 0 to %d, dropped layers %d to %d", ckpt_path, ckpt_layers,
+                 model_name, model_layers, model_layers - 1, model_layers, ckpt_layers - 1)
+    return range(model_layers, ckpt_layers)
 
 
 def save_original(model, ckpt_path, global_step=None, extra_tensors=None):

@@ -87,7 +87,13 @@ class DataProcessor:
         if self.has_header(split) and rows:
             self.check_header(path, rows[0][1], split)
             rows = rows[1:]
+        elif rows:
+            self.check_first_row(path, *rows[0])
         return [self.example(path, number, row, split) for number, row in rows]
+
+    def check_first_row(self, path, number, row):
+        """Where a task's file has no header, refuses a first row unlike the task's rows (the
+        tasks with headers are told apart by them); nothing to check by default."""
 
     def check_header(self, path, header, split, columns=None, names=None):
         """Refuses a header that does not name the columns read as the task's files do.
@@ -138,6 +144,21 @@ class ColaProcessor(DataProcessor):
 
     def has_header(self, split):
         return split == "test"
+
+    def check_first_row(self, path, number, row):
+        """CoLA's train and dev rows are its source, the label, the original's judgment mark
+        (blank, or `*`, `?`, `??`) and the sentence: another task's file (its header, or a
+        row of its own) has other columns there.
+
+        Raises:
+          ValueError: naming the file and line, what CoLA's rows hold and what this one reads.
+        """
+        if len(row) != 4 or row[1] not in self.labels or set(row[2]) - set("*?# "):
+            line = "\t".join(row)[:120]
+            raise ValueError(f"{path}:{number}: does not look like CoLA's "
+                             f"{os.path.basename(path)}: its rows have 4 tab-separated columns, "
+                             f"the label 0 or 1 in column 2 and blank or the original's mark "
+                             f"(*, ?) in column 3; this one reads {line!r}")
 
 
 class MnliProcessor(DataProcessor):

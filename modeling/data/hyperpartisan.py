@@ -8,8 +8,10 @@ inside with HTML-like markup (`<p>`, `<a href=...>`, `<q>`). ground-truth-*byart
 Text: the character data of an article, concatenated as the parser delivers it (expat cuts
 a text anywhere: at its buffer's end, a line break, an entity), and a space for every tag
 inside the article, its text kept (a link's or a quote's words are the article's). A tag is
-a space because the scrape lost the space at some link ends ("saying</a>that") far more often
-than a link ends inside a word ("Israe</a>l"); a paragraph or quote boundary is a break anyway.
+a space, block (`<p>`) or inline (`<a>`, `<q>`) alike, because the only tags found between two
+letters are link ends, and the scrape lost the space at a link's end ("saying</a>that") far
+more often than a link ends inside a word ("Israe</a>l", which so reads "Israe l"); a
+paragraph or quote boundary is a break anyway.
 The article's text is HTML escaped once more inside the XML (`S&amp;amp;P`, `&amp;gt;`), so
 its entities are decoded twice: once by the parser, once as HTML; the title, a plain
 attribute, once. Runs of whitespace become one space. The text is the title, a space, then

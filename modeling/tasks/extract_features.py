@@ -113,9 +113,10 @@ def parse_layers(text):
 
 def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
         layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128, batch_size=32,
-        progress_seconds=30.0):
+        progress_seconds=30.0, allow_fewer_layers=False):
     """The original `extract_features.py`: one JSON line per input line to `output_file`,
-    written atomically, with the hidden states of `layers` for every token."""
+    written atomically, with the hidden states of `layers` for every token.
+    `allow_fewer_layers`: a config of fewer layers than the checkpoint takes its first ones."""
     layer_indexes = parse_layers(layers)
     for flag, path in (("--input_file", input_file), ("--vocab_file", vocab_file),
                        ("--bert_config_file", bert_config_file)):
@@ -135,7 +136,8 @@ def run(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
     features = text.convert_examples_to_features(examples, max_seq_length, tokenizer)
     model = BertModel(config)
     # The pooler is not among the features; Hugging Face's masked-LM models have none.
-    name_based.load_original(model, init_checkpoint, optional=model.OPTIONAL_VARIABLES)
+    name_based.load_original(model, init_checkpoint, optional=model.OPTIONAL_VARIABLES,
+                             allow_fewer_layers=allow_fewer_layers)
     progress = PassProgress("extract_features", len(features), "examples", progress_seconds)
     with files.atomic_write(output_file) as writer:
         for feature, outputs in layer_outputs(model, features, layer_indexes, batch_size):

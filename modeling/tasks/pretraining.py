@@ -378,7 +378,7 @@ def _run_in_output_dir(options, config, strategy, chief, write_dir):
     pretrainer = TRAINERS[objective](strategy, config, options.learning_rate, options.num_train_steps,
                             options.num_warmup_steps, **options.trainer_options())
     if options.init_checkpoint:
-        pretrainer.init_from(options.init_checkpoint)
+        pretrainer.init_from(options.init_checkpoint, options.allow_fewer_layers)
 
     if options.do_train:
         def dataset_fn(skip_batches):

@@ -11,6 +11,7 @@ import os
 import re
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 from absl import logging
 
 from modeling.checkpoints import name_based
@@ -101,3 +102,47 @@ def save(manager, step, variables):
         for leftover in tf.io.gfile.glob(prefix + ".*") + [prefix + "_temp"]:
             files.remove_quietly(leftover)
         raise
+
+
+def difference(checkpoint, path, partial):
+    """What the checkpoint at `path` differs in from the objects `checkpoint` would restore,
+    read from its object graph without restoring anything: a restore that fails part way
+    leaves TensorFlow warning, when the objects go, about every value it did not restore.
+
+    Args:
+      checkpoint: the `tf.train.Checkpoint` that would restore `path`.
+      path: str, the checkpoint's prefix.
+      partial: bool, whether objects the checkpoint lacks may stay as they are (a read for
+        evaluation) rather than be a difference (a resumed training run).
+
+    Returns:
+      str naming a variable of another shape there (a weight rather than an optimizer's slot
+      for it) or else an object missing there; None if the two match.
+    """
+    reader = tf.train.load_checkpoint(path)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    shapes = reader.get_variable_to_shape_map()
+    view = tf.train.TrackableView(checkpoint)
+    pending, seen, differences = [(0, checkpoint, "")], set(), []
+    while pending:
+        node_id, trackable, where = pending.pop()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                theirs, ours = tuple(shapes[attribute.checkpoint_key]), tuple(trackable.shape)
+                if theirs != ours:
+                    # A weight, rather than an optimizer's slot for it, names the difference.
+                    differences.append((not getattr(trackable, "trainable", False),
+                                        f"{getattr(trackable, 'path', where)} is {theirs} "
+                                        f"there, {ours} here"))
+        there = {child.local_name: child.node_id for child in node.children}
+        for name, child in reversed(view.children(trackable).items()):  # popped in order
+            if name in there:
+                pending.append((there[name], child, f"{where}/{name}".lstrip("/")))
+            elif not partial:
+                differences.append((True, f"{where}/{name}".lstrip("/") + " is not there"))
+    return min(differences, key=lambda difference: difference[0])[1] if differences else None

@@ -256,7 +256,7 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         int(num_train_steps * options.warmup_proportion))
     head_missing = list(trainer.model.OPTIONAL_VARIABLES)
     if options.init_checkpoint:
-        head_missing = trainer.init_from(options.init_checkpoint)
+        head_missing = trainer.init_from(options.init_checkpoint, options.allow_fewer_layers)
 
     if options.do_train:
         path = context.record_path("train")

@@ -20,6 +20,7 @@ class TrainingOptions:
     """The options pre-training and fine-tuning share."""
     output_dir: str
     init_checkpoint: str = None
+    allow_fewer_layers: bool = False
     do_train: bool = False
     do_eval: bool = False
     train_batch_size: int = 32

@@ -96,23 +96,27 @@ class Trainer:
     def global_step(self):
         return int(self.optimizer.iterations.numpy())
 
-    def init_from(self, init_checkpoint):
+    def init_from(self, init_checkpoint, allow_fewer_layers=False):
         """Starts from an original name-based checkpoint or one written by these scripts; the
         model's OPTIONAL_VARIABLES (its new head) may be missing and keep their initial values.
+        `allow_fewer_layers`: an original checkpoint of more encoder layers than the model
+        gives its first ones (`name_based.load_original`).
 
         Returns:
           The checkpoint names of the variables the checkpoint did not have, but those under
           the model's UNTRAINED_PREFIXES: the task's outputs do not depend on them.
         """
         try:
-            return self._init_from(name_based.open_checkpoint(init_checkpoint))
+            return self._init_from(name_based.open_checkpoint(init_checkpoint),
+                                   allow_fewer_layers)
         except name_based.UnreadableCheckpoint as error:
             raise ValueError(f"--init_checkpoint={init_checkpoint}: {error}") from None
 
-    def _init_from(self, reader):
+    def _init_from(self, reader, allow_fewer_layers):
         path = reader.path
         if any(name.startswith("bert/") for name in reader.shapes):
-            result = name_based.load_original(self.model, path, self.model.OPTIONAL_VARIABLES)
+            result = name_based.load_original(self.model, path, self.model.OPTIONAL_VARIABLES,
+                                              allow_fewer_layers)
             logging.info("Initialized %d variables from %s", len(result.loaded), path)
             if result.not_found:
                 logging.info("Not in %s, initialized randomly: %s", path,
@@ -390,6 +394,9 @@ class Trainer:
                 # missing input.)
                 reader = name_based.CheckpointReader(path)
                 with name_based.reading(reader.data):
+                    different = checkpoint_dir.difference(self.checkpoint, path, partial)
+                    if different:
+                        raise ValueError(different)
                     status = (self.checkpoint.read if partial else self.checkpoint.restore)(path)
                 if partial:
                     status.expect_partial()
