@@ -21,8 +21,22 @@ export. Rounds interleave the two, one document at a time; the share of a core t
 processes used meanwhile is printed (the machine is shared). The float32 matmul peak (2048^3)
 is printed too, to compare machines.
 
+Memory (`--memory`): the peak resident memory of run_classifier.py at each stage, a process
+a stage (the child's own peak, from wait4): `train` (--do_train, --memory_steps steps), `eval`,
+`predict` and `export` (each alone, from the trained --output_dir), and `all` (the README's
+command: train, eval, predict and export in one process); for each of --configs, at the
+batch sizes and --precision given. With --peer_python, the peer (benchmarks/peers/
+hf_long_documents.py, its own venv) trains the same steps on the same windows and predicts the
+test windows; its peaks after each stage are printed beside ours.
+
 Usage (the full protocol: 512 pieces, stride 256, 3 seeds; hours on a 2-core CPU):
   python benchmarks/bench_long_documents.py --work_dir=/tmp/long_documents
+Memory on the benchmark's protocol (batch 16, mixed_bfloat16), against the peer:
+  python benchmarks/bench_long_documents.py --memory --precision=mixed_bfloat16 \
+    --configs=head_tail,windows --work_dir=/tmp/long_memory --peer_python=/work/peer-venv/bin/python
+Memory of the README's command (batch 32, float32):
+  python benchmarks/bench_long_documents.py --memory --train_batch_size=32 \
+    --eval_batch_size=8 --configs=windows --work_dir=/tmp/long_memory
 A reduced run:
   python benchmarks/bench_long_documents.py --max_seq_length=128 --doc_stride=64 \\
     --num_train_epochs=1 --seeds=1 --work_dir=/tmp/long_documents_128
@@ -46,6 +60,7 @@ import numpy as np  # noqa: E402
 
 CONFIGS = ("head", "head_tail", "windows")
 AGGREGATIONS = ("mean", "max")
+STAGES = ("train", "eval", "predict", "export", "all")
 PUBLISHED = "BERT (512-piece truncation) 92.0, Longformer 95.7 (Park et al. 2022, Table 2)"
 
 
@@ -69,7 +84,17 @@ def parse_args():
     parser.add_argument("--serving_documents", type=int, default=32,
                         help="Long documents timed for serving (0: no serving part).")
     parser.add_argument("--serving_rounds", type=int, default=3)
+    parser.add_argument("--memory", action="store_true",
+                        help="Measure each stage's peak memory instead of accuracy.")
+    parser.add_argument("--memory_steps", type=int, default=3,
+                        help="Training steps of each --memory run.")
+    parser.add_argument("--memory_stages", default=",".join(STAGES))
+    parser.add_argument("--peer_python", default=None, help="With --memory: the peer venv's "
+                        "python, to run benchmarks/peers/hf_long_documents.py beside ours.")
     args = parser.parse_args()
+    args.memory_stages = args.memory_stages.split(",")
+    if set(args.memory_stages) - set(STAGES):
+        parser.error(f"--memory_stages: known {list(STAGES)}")
     args.configs = args.configs.split(",")
     args.seeds = [int(seed) for seed in args.seeds.split(",")]
     unknown = set(args.configs) - set(CONFIGS)
@@ -257,11 +282,99 @@ def serving_cost(args, init, windows_dir, splits):
           f"target <= 1.2")
 
 
+def config_flags(args, config):
+    return {"head": [], "head_tail": ["--truncation=head_tail"],
+            "windows": [f"--doc_stride={args.doc_stride}"]}[config]
+
+
+def peak_mb(command):
+    """Runs `command`, a project script, and returns its own peak resident memory (MB)."""
+    print("$ " + " ".join(command[1:]), flush=True)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    if status:
+        sys.exit(f"failed ({status}):\n{stderr[-3000:]}")
+    return usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def window_arrays(args, init, splits, config):
+    """The train and test features of `config` as run_classifier.py makes them: dict of int32
+    arrays [windows, T] (input_ids, attention_mask, token_type_ids, labels) per split."""
+    from modeling.data import classifier as classifier_data
+    from modeling.text import tokenization
+    tokenizer = tokenization.FullTokenizer(str(init.parent / "vocab.txt"), True)
+    stride = args.doc_stride if config == "windows" else None
+    truncation = "head_tail" if config == "head_tail" else "head"
+    arrays = {}
+    for split in ("train", "test"):
+        features = [f for example in splits[split] for f in classifier_data.document_features(
+            example, ["false", "true"], args.max_seq_length, tokenizer, stride, truncation)]
+        for key, field in (("input_ids", "input_ids"), ("attention_mask", "input_mask"),
+                           ("token_type_ids", "segment_ids"), ("labels", "label_id")):
+            arrays[f"{split}_{key}"] = np.array([getattr(f, field) for f in features], np.int32)
+    return arrays
+
+
+def memory_runs(args, init, splits):
+    """{config: {stage: peak MB}}, ours and (with --peer_python) the peer's."""
+    table = {}
+    for config in args.configs:
+        arrays = window_arrays(args, init, splits, config)
+        examples = len(arrays["train_labels"])
+        epochs = args.memory_steps * args.train_batch_size / examples
+        epochs *= 1.0001  # int(examples / batch * epochs) must reach the steps
+        output_dir = pathlib.Path(args.work_dir) / f"memory-{config}-{args.max_seq_length}"
+        train = ["--do_train", f"--num_train_epochs={epochs}"]
+        stages = {"train": train, "eval": ["--do_eval"], "predict": ["--do_predict"],
+                  "export": [f"--export_dir={output_dir / 'serving'}"],
+                  "all": [*train, "--do_eval", "--do_predict",
+                          f"--export_dir={output_dir / 'serving_all'}"]}
+        peaks = table[config] = {"windows": examples}
+        for stage in args.memory_stages:
+            if stage in ("train", "all"):
+                shutil.rmtree(output_dir, ignore_errors=True)
+            peaks[stage] = peak_mb(classifier_command(args, init, output_dir,
+                                                      *config_flags(args, config),
+                                                      *stages[stage]))
+        if args.peer_python:
+            path = pathlib.Path(args.work_dir) / f"windows-{config}-{args.max_seq_length}.npz"
+            np.savez(path, **arrays)
+            command = [args.peer_python, str(ROOT / "benchmarks/peers/hf_long_documents.py"),
+                       f"--windows={path}", f"--batch_size={args.train_batch_size}",
+                       f"--predict_batch_size={args.eval_batch_size}",
+                       f"--max_steps={args.memory_steps}", f"--epochs={epochs}",
+                       f"--max_seq_length={args.max_seq_length}",
+                       "--autocast=" + ("bfloat16" if "bfloat16" in args.precision else "none")]
+            print("$ " + " ".join(command[1:]), flush=True)
+            peer = json.loads(subprocess.run(command, capture_output=True, text=True,
+                                             check=True).stdout.splitlines()[-1])
+            peaks["peer train"] = peer["train_peak_rss_mb"]
+            peaks["peer train+predict"] = peer["predict_peak_rss_mb"]
+    return table
+
+
+def print_memory(args, table):
+    print(f"\nPeak resident memory (MB), a process a stage: all-MiniLM-L6-v2, max_seq_length "
+          f"{args.max_seq_length}, train batch {args.train_batch_size}, eval/predict batch "
+          f"{args.eval_batch_size}, {args.precision}, {args.memory_steps} training steps")
+    for config, peaks in table.items():
+        print(f"{config:<10} " + ", ".join(
+            f"{stage} {peak:.0f}" if stage != "windows" else f"{peak} training sequences"
+            for stage, peak in peaks.items()))
+
+
 def main():
     args = parse_args()
     init = checkpoint(args)
     from modeling.data import classifier as classifier_data
     splits = classifier_data.get_processor("hyperpartisan").articles(args.data_dir)
+    if args.memory:
+        table = memory_runs(args, init, splits)
+        print_memory(args, table)
+        print(json.dumps({"args": vars(args), "memory_mb": table}))
+        return
     table, windows_dir = accuracy_runs(args, init, splits)
     print_accuracy(args, table)
     import tensorflow as tf

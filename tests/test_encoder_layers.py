@@ -126,6 +126,29 @@ def test_dropout_masks_follow_the_seed_generator_and_the_gradient_follows_the_ma
     assert not layers.Dropout(1.0)(inputs, training=True).numpy().any()
 
 
+def test_dropped_attention_gives_the_formulas_values_and_gradients():
+    """The attention context after dropout, whose backward pass recomputes the dropped
+    probabilities, equals TensorFlow differentiating the formula itself (to rounding)."""
+    rng = np.random.default_rng(3)
+    probs = tf.constant(rng.random([3, 4, 7, 7]), tf.float32)  # [B, N, Tq, T]
+    value = tf.constant(rng.normal(size=[3, 4, 7, 5]), tf.float32)  # [B, N, T, D]
+    keep = tf.constant(rng.random([3, 4, 7, 7]) > 0.3)
+    upstream = tf.constant(rng.normal(size=[3, 4, 7, 5]), tf.float32)
+
+    def gradients(context):
+        with tf.GradientTape() as tape:
+            tape.watch([probs, value])
+            output = context(probs, value)
+            loss = tf.reduce_sum(output * upstream)
+        return [output, *tape.gradient(loss, [probs, value])]
+
+    ours = gradients(lambda p, v: layers.dropped_attention(p, v, keep, 1 / 0.7))
+    formula = gradients(lambda p, v: tf.matmul(tf.where(keep, p / 0.7, 0.0), v))
+    for got, expected in zip(ours, formula):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
+    assert np.all(ours[1].numpy()[~keep.numpy()] == 0)  # a dropped probability gets none
+
+
 def test_every_layer_norm_is_built_for_the_rank_it_normalizes(tiny_config, tiny_inputs,
                                                               monkeypatch):
     """Keras resolves a LayerNormalization's axis against the shape it is built for: one built

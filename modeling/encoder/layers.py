@@ -138,7 +138,8 @@ class Dropout(keras.layers.Dropout):
         keep, scale = self.keep_mask(inputs)
         if keep is None:
             return inputs
-        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros_like(inputs))
+        # A scalar zero: zeros of the input's shape would be one more tensor of its size.
+        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros((), inputs.dtype))
 
     def keep_mask(self, inputs):
         """Draws a training step's mask for `inputs` (advancing the seed generator).
@@ -318,7 +319,11 @@ class SelfAttention(keras.layers.Layer):
         scores += tf.cast(attention_adder, scores.dtype)
         probs = tf.nn.softmax(scores)
         # This drops whole tokens to attend to, as in the Transformer paper.
-        context = tf.matmul(self.dropout(probs, training=training), value)  # [B, N, Tq, D]
+        keep, dropout_scale = self.dropout.keep_mask(probs) if training else (None, 1.0)
+        if keep is None:
+            context = tf.matmul(probs, value)  # [B, N, Tq, D]
+        else:
+            context = dropped_attention(probs, value, keep, dropout_scale)  # [B, N, Tq, D]
         context = tf.transpose(context, [0, 2, 1, 3])  # [B, Tq, N, D]
         shape = tf.shape(context)
         context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.size_per_head])
@@ -332,6 +337,44 @@ class SelfAttention(keras.layers.Layer):
         return tf.nn.bias_add(
             tf.matmul(query_rows, tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
             tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
+
+
+def dropped_attention(probs, value, keep, scale):
+    """The context of attention probabilities after dropout, `where(keep, probs * scale, 0)`
+    times the values, whose backward pass forms the dropped probabilities again from `probs`
+    and the mask instead of keeping them.
+
+    The [B, N, Tq, T] tensors are most of a training step's memory at long sequences, and
+    TensorFlow's own gradients keep more of them a layer beside the probabilities that the
+    softmax's gradient keeps anyway: the dropped probabilities (for the matmul's gradient),
+    the scaled ones (the Select's gradient takes the shape of its zeros from them) and those
+    zeros, which the executor makes in the forward pass, as soon as their input exists. This
+    keeps the probabilities and the one-byte mask. The gradients are the same formulas.
+
+    Args:
+      probs: float Tensor [B, N, Tq, T], the attention probabilities.
+      value: float Tensor [B, N, T, D] of probs' dtype.
+      keep: bool Tensor [B, N, Tq, T], where dropout keeps a probability.
+      scale: float, what the kept probabilities are multiplied by.
+
+    Returns:
+      float Tensor [B, N, Tq, D].
+    """
+    def dropped(probs):
+        return tf.where(keep, probs * tf.cast(scale, probs.dtype), tf.zeros((), probs.dtype))
+
+    @tf.custom_gradient
+    def context(probs, value):
+        def gradient(upstream):  # [B, N, Tq, D]
+            # TensorFlow runs an op as soon as its inputs are there: without waiting for the
+            # upstream gradient, the dropped probabilities would be formed again during the
+            # forward pass and held until now.
+            with tf.control_dependencies([upstream]):
+                value_gradient = tf.matmul(dropped(probs), upstream, transpose_a=True)
+            dropped_gradient = tf.matmul(upstream, value, transpose_b=True)  # [B, N, Tq, T]
+            return dropped(dropped_gradient), value_gradient
+        return tf.matmul(dropped(probs), value), gradient
+    return context(probs, value)
 
 
 class DenseLayerNorm(keras.layers.Layer):

@@ -187,10 +187,12 @@ class Trainer:
             return (index + 1, [total + g for total, g in zip(gradients, micro_gradients)],
                     {key: metrics[key] + micro_metrics[key] for key in self.METRICS})
 
+        # One iteration at a time: the loop's default runs up to 10 at once wherever nothing
+        # orders them, and the micro-batches' forward passes depend on nothing of each other.
         _, gradients, metrics = tf.while_loop(
             lambda index, *_: index < self.num_accumulation_steps, add_micro_batch,
             (tf.constant(0), [tf.zeros_like(v) for v in self.trained_variables],
-             {key: tf.constant(0.0) for key in self.METRICS}))
+             {key: tf.constant(0.0) for key in self.METRICS}), parallel_iterations=1)
         return gradients, metrics
 
     # A while loop as written, and the step traced as written: AutoGraph's conversion of the
