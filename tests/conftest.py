@@ -18,9 +18,9 @@ MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 # Under `-n 2 --dist loadfile` they are handed out first, so that the two workers finish
 # together; xdist's own order (most tests first) left one worker running a long file alone.
 SLOWEST_FILES = ("test_run_classifier.py", "test_export.py", "test_run_pretraining.py",
-                 "test_reliability.py", "test_convert_checkpoint.py",
-                 "test_checkpoints_keras_hub_presets.py", "test_run_squad.py",
-                 "test_run_classifier_windows.py", "test_run_ner.py", "test_readme.py",
+                 "test_readme.py", "test_reliability.py", "test_convert_checkpoint.py",
+                 "test_checkpoints_keras_hub_presets.py", "test_run_pretraining_ablations.py",
+                 "test_run_squad.py", "test_run_classifier_windows.py", "test_run_ner.py",
                  "test_run_multiple_choice.py", "test_training_trainer.py",
                  "test_training_fine_tuning.py")
 
