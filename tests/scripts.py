@@ -5,7 +5,9 @@ import socket
 import subprocess
 import sys
 
-from conftest import ROOT
+import pytest
+
+from conftest import DATA, REFS, ROOT
 
 
 def script_command(name, *args):
@@ -84,3 +86,21 @@ def run_workers(commands, temp_dir):
         for index, command in enumerate(commands)]
     errors = [worker.communicate(timeout=600)[1] for worker in workers]
     return [(worker.returncode, stderr) for worker, stderr in zip(workers, errors)]
+
+
+def wikipedia_text(directory, extract_file):
+    """`extract_file` of ../shared/data/enwiki_2015_extract (e.g. "AA/wiki_01") converted by
+    wikiextractor_to_text.py into `directory` (as wiki_01.txt), as the scripts read it; the test skips, saying
+    why, when ../shared is absent.
+
+    Returns:
+      The converted file's text: one sentence a line, a blank line between articles.
+    """
+    for path in (DATA / "enwiki_2015_extract", REFS):
+        if not path.exists():
+            pytest.skip(f"{path} is absent: the real data lives in ../shared beside the project")
+    output = directory / f"{os.path.basename(extract_file)}.txt"
+    run_script("wikiextractor_to_text.py",
+               f"--input_file={DATA / 'enwiki_2015_extract' / extract_file}",
+               f"--output_file={output}")
+    return output.read_text(encoding="utf-8")

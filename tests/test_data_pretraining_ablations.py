@@ -6,7 +6,7 @@ import math
 import pytest
 
 from conftest import DATA, REFS
-from scripts import run_script
+from scripts import run_script, wikipedia_text
 from test_data_pretraining import parse
 
 TABLE_8 = [(80, 10, 10), (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
@@ -25,14 +25,8 @@ def create(refs, output, *flags, corpus=None, check=True):
 def wikipedia(tmp_path_factory):
     """The first articles of the real extract, about SLICE_BYTES of text, as the scripts'
     input: converted by wikiextractor_to_text.py, cut after a whole article."""
-    for path in (DATA / "enwiki_2015_extract", REFS):
-        if not path.exists():
-            pytest.skip(f"{path} is absent: the real data lives in ../shared beside the project")
     root = tmp_path_factory.mktemp("wikipedia")
-    run_script("wikiextractor_to_text.py",
-               f"--input_file={DATA / 'enwiki_2015_extract/AA/wiki_01'}",
-               f"--output_file={root / 'wiki_01.txt'}")
-    text = (root / "wiki_01.txt").read_text(encoding="utf-8")
+    text = wikipedia_text(root, "AA/wiki_01")
     cut = text.index("\n\n", SLICE_BYTES) + 2
     (root / "slice.txt").write_text(text[:cut], encoding="utf-8")
     return root / "slice.txt"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA, REFS, ROOT
-from scripts import run_script
+from conftest import REFS
+from scripts import run_script, wikipedia_text
 from serving import serve
 from test_data_pretraining import parse
 from test_run_classifier import TEST_ROWS, classifier_flags, read_test_results, write_mrpc
@@ -19,14 +19,8 @@ SEQ = 32
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """Three real articles, converted by wikiextractor_to_text.py."""
-    for path in (DATA / "enwiki_2015_extract", REFS):
-        if not path.exists():
-            pytest.skip(f"{path} is absent: the real data lives in ../shared beside the project")
     root = tmp_path_factory.mktemp("corpus")
-    run_script("wikiextractor_to_text.py",
-               f"--input_file={DATA / 'enwiki_2015_extract/AA/wiki_04'}",
-               f"--output_file={root / 'all.txt'}")
-    articles = (root / "all.txt").read_text(encoding="utf-8").split("\n\n")
+    articles = wikipedia_text(root, "AA/wiki_04").split("\n\n")
     (root / "three.txt").write_text("\n\n".join(articles[:3]) + "\n\n", encoding="utf-8")
     return root / "three.txt"
 
