@@ -37,7 +37,7 @@ def child(args):
     sys.path.insert(0, str(ROOT))
     import tensorflow as tf
     from modeling import BertConfig
-    from modeling.tasks.pretraining import Pretrainer
+    from modeling.tasks.pretraining import MaskedLMNextSentenceObjective
     from modeling.training import distribution, trainer
     precision, xla = CONFIGS[args.child]
     trainer.set_precision(precision)
@@ -54,7 +54,8 @@ def child(args):
         "next_sentence_labels": rng.uniform([batch, 1], 0, 2, tf.int32),
     }
     strategy = distribution.get_strategy("one_device")
-    pretrainer = Pretrainer(strategy, BertConfig(**BERT_BASE), 1e-4, 10000, 100, use_xla=xla)
+    pretrainer = trainer.Trainer(MaskedLMNextSentenceObjective(), strategy,
+                                 BertConfig(**BERT_BASE), 1e-4, 10000, 100, use_xla=xla)
     dataset = tf.data.Dataset.from_tensors(example).repeat()
     iterator = distribution.per_replica_batches(strategy, dataset)
     pretrainer._train_loop(iterator, tf.constant(1))  # compile

@@ -19,14 +19,15 @@ from modeling.checkpoints import name_based
 from modeling.encoder.bert_model import POOLER
 from modeling.checkpoints import huggingface
 from modeling.checkpoints import huggingface_config
-from modeling.tasks.classifier import ClassifierTrainer
+from modeling.tasks.classifier import ClassifierTask
 from modeling.models.classifier import BertClassifier
 from modeling.models.multiple_choice import BertMultipleChoice
-from modeling.tasks.pretraining import Pretrainer
+from modeling.tasks.pretraining import MaskedLMNextSentenceObjective
 from modeling.models.squad import BertSpanModel
-from modeling.tasks.squad import SquadTrainer
-from modeling.tasks.ner import TokenClassifierTrainer
+from modeling.tasks.squad import SquadTask
+from modeling.tasks.ner import NerTask
 from modeling.models.ner import BertTokenClassifier
+from modeling.training.trainer import Trainer
 from scripts import script_env
 
 CLASSES = huggingface_config.ARCHITECTURES
@@ -317,16 +318,17 @@ def test_tasks_start_from_a_checkpoint_without_pooler(tmp_path):
         _hf_folder(tmp_path / name, name)
         huggingface.hf_to_original(tmp_path / name, str(tmp_path / f"{name}_ckpt/model.ckpt"))
     config = _config()
+    ner = NerTask("unused")
+    ner.labels = [f"LABEL_{i}" for i in range(NUM_LABELS)]  # as `read` sets them
     cases = [
-        (SquadTrainer(strategy, config, 1e-5, 1, 0), "BertForQuestionAnswering", []),
-        (TokenClassifierTrainer(strategy, config, NUM_LABELS, 1e-5, 1, 0),
-         "BertForTokenClassification", []),
-        (Pretrainer(strategy, config, 1e-5, 1, 0), "BertForMaskedLM",
-         sorted(POOLER + NEXT_SENTENCE)),
-        (ClassifierTrainer(strategy, config, 2, False, 1e-5, 1, 0), "BertForMaskedLM",
+        (SquadTask(), "BertForQuestionAnswering", []),
+        (ner, "BertForTokenClassification", []),
+        (MaskedLMNextSentenceObjective(), "BertForMaskedLM", sorted(POOLER + NEXT_SENTENCE)),
+        (ClassifierTask("unused", "mrpc"), "BertForMaskedLM",  # 2 labels
          sorted(POOLER + ("output_weights", "output_bias"))),
     ]
-    for trainer, name, missing in cases:
+    for objective, name, missing in cases:
+        trainer = Trainer(objective, strategy, config, 1e-5, 1, 0)
         assert sorted(trainer.init_from(str(tmp_path / f"{name}_ckpt/model.ckpt"))) == missing
 
 

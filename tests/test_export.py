@@ -87,16 +87,16 @@ def _squad(vocab):
     ]
 
 
-# Several windows of SEQ - 2 = 22 pieces, TAGGER_STRIDE apart (half a window would be 11): words
+# Several windows of SEQ - 2 = 22 pieces, NER_STRIDE apart (half a window would be 11): words
 # of several pieces, one longer than a window (cut to 22 pieces), one of none (U+200B, [UNK]).
 LONG_ROW = " ".join(["the boats sailed at dusk", "lamps lit", "boat" + "s" * 30, "\u200b",
                      "the keeper closed the market early"] * 4)
-TAGGER_STRIDE = 5
+NER_STRIDE = 5
 
 
-def _tagger(vocab):
-    module = export.TaggerExport(BertTokenClassifier(CONFIG, len(TAGS)), vocab, False, SEQ,
-                                 TAGS, doc_stride=TAGGER_STRIDE)
+def _ner(vocab):
+    module = export.NerExport(BertTokenClassifier(CONFIG, len(TAGS)), vocab, False, SEQ, TAGS,
+                              doc_stride=NER_STRIDE)
     return module, [("serving_default", {"text": SENTENCES + [LONG_ROW]})]
 
 
@@ -134,13 +134,13 @@ CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=SEQ,
                     type_vocab_size=2)
 EXPORTS = {"classifier": _classifier, "regression": _regression, "squad": _squad,
-           "tagger": _tagger, "multiple_choice": _multiple_choice}
+           "ner": _ner, "multiple_choice": _multiple_choice}
 # Saved for the op checks below (`every_export`) and for tests/test_serving_compat.py.
 OTHER_EXPORTS = {"single_text_classifier": _single_text_classifier,
                  "document_windows": _document_windows, "head_tail": _head_tail}
 # The input of each export's text signature that carries one row per example.
 TEXT_INPUTS = {"classifier": ("text_a", "text_b"), "regression": ("text_a",),
-               "squad": ("question", "context"), "tagger": ("text",),
+               "squad": ("question", "context"), "ner": ("text",),
                "multiple_choice": ("context", "endings")}
 
 
@@ -220,7 +220,7 @@ def test_a_row_alone_equals_the_row_inside_a_batch_of_64(served, name):
     alone, batch = results[-2]["session"], results[-1]["session"]
     assert len(next(iter(batch.values()))) == 64
     row = {key: np.asarray(value)[17:18] for key, value in batch.items()}
-    if name == "tagger":  # [B, W] outputs are padded to the batch's longest row
+    if name == "ner":  # [B, W] outputs are padded to the batch's longest row
         words = alone["num_words"][0]
         row = {key: value if value.ndim == 1 else value[:, :words] for key, value in row.items()}
         alone = {key: np.asarray(value)[:, :words] if np.ndim(value) == 2 else value
@@ -228,7 +228,7 @@ def test_a_row_alone_equals_the_row_inside_a_batch_of_64(served, name):
     assert_same_outputs(row, alone)
 
 
-@pytest.mark.parametrize("name", ["classifier", "squad", "tagger"])
+@pytest.mark.parametrize("name", ["classifier", "squad", "ner"])
 def test_tf_servings_cpp_loader_answers_as_tf_saved_model_load(exported, served, name):
     """serve_once feeds 1-D strings and 2-D int32: every signature but multiple choice's,
     whose `endings` is a 2-D string tensor (its graph is the same kind, proven above)."""
@@ -241,8 +241,8 @@ def test_tf_servings_cpp_loader_answers_as_tf_saved_model_load(exported, served,
         assert_same_outputs(outputs, result["object_loader"])
 
 
-def exported_tagger(directory):
-    """A `BertTokenClassifier` with the exported tagger's weights."""
+def exported_token_classifier(directory):
+    """A `BertTokenClassifier` with the NER export's weights."""
     model = BertTokenClassifier(CONFIG, len(TAGS))
     saved = tf.saved_model.load(str(directory)).model_variables
     assert len(model.variables) == len(saved)
@@ -271,12 +271,12 @@ def served_tags(outputs):
     return [list(tags[:count]) for tags, count in zip(outputs["tags"], outputs["num_words"])]
 
 
-def test_the_tagger_tags_every_word_of_any_length_as_run_ner(exported, served):
-    directory, _ = exported["tagger"]
-    model, vocab = exported_tagger(directory), directory / "assets/vocab.txt"
-    requests, results, _ = served["tagger"]
+def test_the_ner_export_tags_every_word_of_any_length_as_run_ner(exported, served):
+    directory, _ = exported["ner"]
+    model, vocab = exported_token_classifier(directory), directory / "assets/vocab.txt"
+    requests, results, _ = served["ner"]
     rows = [row for _, inputs in requests for row in inputs["text"]]
-    expected, windows = run_ner_tags(model, vocab, rows, TAGGER_STRIDE)
+    expected, windows = run_ner_tags(model, vocab, rows, NER_STRIDE)
     assert [tags for result in results for tags in served_tags(result["session"])] == expected
     assert windows[len(SENTENCES)] >= 6  # LONG_ROW, read in many windows
     # The stride is the export's own: windows half a window apart tag these rows otherwise.
@@ -430,7 +430,7 @@ BAD_REQUESTS = [
     ("squad", "serving_default", {"question": [], "context": []}, None),
     ("squad", "ids", {name: np.zeros([0, 0], np.int32)
                       for name in ("input_ids", "input_mask", "segment_ids")}, None),
-    ("tagger", "serving_default", {"text": []}, None),
+    ("ner", "serving_default", {"text": []}, None),
     ("multiple_choice", "serving_default", {"context": [], "endings": np.zeros([0, 4], object)},
      None),
     ("multiple_choice", "serving_default", {"context": [], "endings": []}, None),
@@ -445,7 +445,7 @@ BAD_REQUESTS = [
      "inputs 'question' and 'context' must have the same number of rows"),
     ("squad", "serving_default", {"question": "who", "context": "the keeper"},
      "input 'question' must be a 1-D tensor of strings [batch]; got shape] []"),
-    ("tagger", "serving_default", {"text": [["the", "lamp"]]},
+    ("ner", "serving_default", {"text": [["the", "lamp"]]},
      "input 'text' must be a 1-D tensor of strings [batch]; got shape] [1 2]"),
     ("multiple_choice", "serving_default", {"context": ["a", "b"], "endings": [["x", "y"]]},
      "inputs 'context' and 'endings' must have the same number of rows; got] [2] [and] [1]"),

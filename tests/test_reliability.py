@@ -566,7 +566,9 @@ def test_fine_tuning_from_a_checkpoint_of_more_layers_takes_the_opt_in(tmp_path,
 def _tiny_pretrainer(config):
     from modeling.tasks import pretraining
     from modeling.training import distribution
-    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0)
+    from modeling.training.trainer import Trainer
+    return Trainer(pretraining.MaskedLMNextSentenceObjective(),
+                   distribution.get_strategy("one_device"), config, 1e-3, 100, 0)
 
 
 def _tiny_checkpoints(config, directory, steps):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from modeling.data import classifier as classifier_data
 from modeling.tasks import classifier
+from modeling.training.trainer import Trainer
 
 EXAMPLES = [classifier_data.InputExample("0", "the keeper lit the lamp", "a ship passed", "b"),
             classifier_data.InputExample("1", "she walks away", None, "a"),
@@ -38,37 +39,37 @@ def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path, lab
 class _Predicted:
     """A trainer whose `predict` returns fixed arrays (the evaluation's input)."""
 
-    def __init__(self, regression=False, **outputs):
-        self.regression, self.outputs, self.global_step = regression, outputs, 7
+    def __init__(self, **outputs):
+        self.outputs, self.global_step = outputs, 7
 
     def predict(self, dataset, names, **progress):
         return {name: np.asarray(self.outputs[name]) for name in names}
 
 
 def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config, tiny_inputs):
-    trainer = classifier.ClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 3, False,
-                                           1e-3, 10, 1)
+    task = classifier.ClassifierTask("unused", "mnli")  # 3 labels
+    trainer = Trainer(task, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     batch = dict(tiny_inputs, label_ids=np.array([0, 2, 1]))
     outputs = trainer.model(batch)
-    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(6.0))
+    loss, metrics = task.replica_loss(outputs, batch, tf.constant(6.0))
     np.testing.assert_allclose(loss, float(outputs["loss"]) / 2, rtol=1e-6)  # 3 of 6 examples
     predictions = np.argmax(outputs["logits"], -1)
     assert float(metrics["correct"]) == np.sum(predictions == [0, 2, 1])
     assert float(metrics["examples"]) == 3
-    assert trainer.loop_scalars({"loss": 3.0, "correct": 3.0, "examples": 4.0}, 2) == {
+    assert task.loop_scalars({"loss": 3.0, "correct": 3.0, "examples": 4.0}, 2) == {
         "loss": 1.5, "accuracy": 0.75}
 
 
 def test_a_regression_loss_is_the_squared_error(tiny_config, tiny_inputs):
-    trainer = classifier.ClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 1, True,
-                                           1e-3, 10, 1)
+    task = classifier.ClassifierTask("unused", "sts-b")  # a regression
+    trainer = Trainer(task, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     batch = dict(tiny_inputs, label_ids=np.array([1.0, 0.0, 2.5], "float32"))
     outputs = trainer.model(batch)
-    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(3.0))
+    loss, metrics = task.replica_loss(outputs, batch, tf.constant(3.0))
     expected = np.mean((outputs["predictions"].numpy() - [1.0, 0.0, 2.5]) ** 2)
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     assert float(metrics["correct"]) == 0.0
-    assert trainer.loop_scalars({"loss": 3.0, "correct": 0.0, "examples": 4.0}, 2) == {
+    assert task.loop_scalars({"loss": 3.0, "correct": 0.0, "examples": 4.0}, 2) == {
         "loss": 1.5}
 
 
@@ -100,10 +101,10 @@ def test_eval_is_logged_beside_always_answering_the_majority_label():
 def test_predictions_and_test_results_of_real_examples(tmp_path):
     trainer = _Predicted(probabilities=[[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]],
                          is_real_example=[1, 1, 0])
-    values = classifier.predict(trainer, None)
+    values = classifier.predict(trainer, None, 2)
     np.testing.assert_array_equal(values, [[0.25, 0.75], [0.5, 0.5]])
-    regression = classifier.predict(_Predicted(True, predictions=[2.5, 0.0],
-                                               is_real_example=[1, 0]), None)
+    regression = classifier.predict(_Predicted(predictions=[2.5, 0.0], is_real_example=[1, 0]),
+                                    None, 1, regression=True)
     np.testing.assert_array_equal(regression, [[2.5]])
     path = tmp_path / "test_results.tsv"
     classifier.write_test_results(values, str(path))

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from modeling.data import multiple_choice as multiple_choice_data
 from modeling.tasks import multiple_choice
+from modeling.training.trainer import Trainer
 
 
 def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
@@ -28,14 +29,14 @@ def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
 
 
 def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config):
-    trainer = multiple_choice.MultipleChoiceTrainer(tf.distribute.get_strategy(), tiny_config,
-                                                    1e-3, 10, 1)
+    task = multiple_choice.MultipleChoiceTask("unused")
+    trainer = Trainer(task, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     rng = np.random.default_rng(1)
     batch = {"input_ids": rng.integers(1, 99, (2, 4, 5)).astype("int32"),
              "input_mask": np.ones((2, 4, 5), "int32"),
              "token_type_ids": np.zeros((2, 4, 5), "int32"), "label_ids": np.array([3, 0])}
     outputs = trainer.model(batch)
-    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(8.0))
+    loss, metrics = task.replica_loss(outputs, batch, tf.constant(8.0))
     np.testing.assert_allclose(loss, float(outputs["loss"]) * 2 / 8, rtol=1e-6)
     assert float(metrics["correct"]) == np.sum(np.argmax(outputs["logits"], -1) == [3, 0])
     assert float(metrics["examples"]) == 2

@@ -1,4 +1,4 @@
-"""modeling/tasks/ner.py: the token classifier's input pipeline, loss and predictions."""
+"""modeling/tasks/ner.py: NER's input pipeline, loss and predictions."""
 import collections
 import types
 
@@ -10,6 +10,7 @@ from modeling.data import ner as ner_data
 from modeling.models.ner import BertTokenClassifier
 from modeling.tasks import ner
 from modeling.text import tokenization
+from modeling.training.trainer import Trainer
 
 
 def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
@@ -34,18 +35,19 @@ def test_dataset_reads_what_the_data_module_writes(word_tokenizer, tmp_path):
 
 def test_the_loss_is_divided_by_the_labelled_tokens_of_the_global_batch(tiny_config,
                                                                         tiny_inputs):
-    trainer = ner.TokenClassifierTrainer(tf.distribute.get_strategy(), tiny_config, 4, 1e-3,
-                                         10, 1)
+    task = ner.NerTask("unused")
+    task.labels = ["B-PER", "I-PER", "O", "X"]  # as `read` sets them from the training file
+    trainer = Trainer(task, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     labels = np.array([[0, 1, 2, 3, 0, 1, 2]] * 3)
     weights = np.array([[0, 1, 1, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0], [0] * 7], "float32")
     batch = dict(tiny_inputs, label_ids=labels, label_weights=weights)
     outputs = trainer.model(batch)
-    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(6.0))
+    loss, metrics = task.replica_loss(outputs, batch, tf.constant(6.0))
     # The model's loss is over this batch's 3 labelled tokens; the global batch has 6.
     np.testing.assert_allclose(loss, float(outputs["loss"]) * 3 / 6, rtol=1e-6)
     correct = (outputs["predictions"].numpy() == labels) * weights
     assert float(metrics["correct"]) == correct.sum() and float(metrics["weight"]) == 3.0
-    assert trainer.loop_scalars({"loss": 1.0, "correct": 3.0, "weight": 4.0}, 2) == {
+    assert task.loop_scalars({"loss": 1.0, "correct": 3.0, "weight": 4.0}, 2) == {
         "loss": 0.5, "token_accuracy": 0.75}
 
 

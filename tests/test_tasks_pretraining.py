@@ -6,6 +6,7 @@ import tensorflow as tf
 from modeling.data import pretraining as pretraining_data
 from modeling.data import records
 from modeling.tasks import pretraining
+from modeling.training.trainer import Trainer
 
 INSTANCES = [pretraining_data.Instance([2, 7, 4, 3, 9, 3], [0, 0, 0, 0, 1, 1], [2], [8], True),
              pretraining_data.Instance([2, 5, 3, 4, 3], [0, 0, 0, 1, 1], [1, 3], [6, 4], False)]
@@ -56,7 +57,8 @@ def test_check_records_refuses_an_empty_file(tmp_path):
 
 
 def test_the_losses_are_the_replicas_share_of_the_global_counts(tiny_config):
-    trainer = pretraining.Pretrainer(tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
+    objective = pretraining.MaskedLMNextSentenceObjective()
+    trainer = Trainer(objective, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     rng = np.random.default_rng(4)
     batch = {"input_ids": rng.integers(1, 99, (3, 7)).astype("int32"),
              "input_mask": np.ones((3, 7), "int32"), "token_type_ids": np.zeros((3, 7), "int32"),
@@ -66,9 +68,9 @@ def test_the_losses_are_the_replicas_share_of_the_global_counts(tiny_config):
              "next_sentence_labels": np.array([[0], [1], [1]], "int32")}
     outputs = trainer.model(batch)
     # With this batch's own counts, the model's losses; with twice the counts, half of each.
-    loss, counts = trainer.replica_loss(outputs, batch, tf.constant(5.0), tf.constant(3.0))
+    loss, counts = objective.replica_loss(outputs, batch, tf.constant(5.0), tf.constant(3.0))
     np.testing.assert_allclose(loss, outputs["total_loss"], rtol=1e-5)
-    half, _ = trainer.replica_loss(outputs, batch, tf.constant(10.0 - 1e-5), tf.constant(6.0))
+    half, _ = objective.replica_loss(outputs, batch, tf.constant(10.0 - 1e-5), tf.constant(6.0))
     np.testing.assert_allclose(half, float(outputs["total_loss"]) / 2, rtol=1e-5)
     assert float(counts["mlm_weight"]) == 5 and float(counts["examples"]) == 3
     np.testing.assert_allclose(counts["mlm_loss_sum"],
@@ -78,9 +80,10 @@ def test_the_losses_are_the_replicas_share_of_the_global_counts(tiny_config):
 
 def test_evaluate_reports_the_originals_metrics(tmp_path, tiny_config):
     path = _write(tmp_path / "a.tfrecord", INSTANCES * 3)
-    trainer = pretraining.Pretrainer(tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
+    objective = pretraining.MaskedLMNextSentenceObjective()
+    trainer = Trainer(objective, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     dataset = pretraining.pretraining_dataset([path], 2, 8, 3, is_training=False)
-    results = trainer.evaluate(dataset, max_eval_steps=2)
+    results = objective.evaluate(trainer, dataset, max_eval_steps=2)
     assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                                "next_sentence_accuracy", "next_sentence_loss"]
     assert results["global_step"] == 0 and 0 <= results["masked_lm_accuracy"] <= 1

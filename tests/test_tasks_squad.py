@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from modeling.data import squad as squad_data
 from modeling.tasks import squad
+from modeling.training.trainer import Trainer
 
 
 def _features(count, seq=5):
@@ -52,11 +53,12 @@ def test_a_window_of_another_length_is_refused(tmp_path):
 
 
 def test_the_loss_is_the_replicas_share_of_the_global_batch(tiny_config, tiny_inputs):
-    trainer = squad.SquadTrainer(tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
+    task = squad.SquadTask()
+    trainer = Trainer(task, tf.distribute.get_strategy(), tiny_config, 1e-3, 10, 1)
     batch = dict(tiny_inputs, start_positions=np.array([1, 0, 2]),
                  end_positions=np.array([3, 0, 2]))
     outputs = trainer.model(batch)
-    loss, metrics = trainer.replica_loss(outputs, batch, tf.constant(12.0))
+    loss, metrics = task.replica_loss(outputs, batch, tf.constant(12.0))
     np.testing.assert_allclose(loss, float(outputs["loss"]) * 3 / 12, rtol=1e-6)
     assert float(metrics["examples"]) == 3
     # The pooler feeds no output: it is not among the variables trained.

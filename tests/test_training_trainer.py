@@ -26,8 +26,7 @@ def _batch(config, size=4, seq=7, predictions=3):
 def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     trainer.set_precision("mixed_float16")
     try:
-        pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
-                                         1e-3, 100, 0)
+        pretrainer = _pretrainer(tiny_config)
     finally:
         trainer.set_precision("float32")
     assert pretrainer.model.compute_dtype == "float16" and pretrainer.loss_scale is not None
@@ -51,9 +50,11 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     assert losses[-1] < losses[0] - 0.5, losses
 
 
-def _pretrainer(config, **options):
-    return pretraining.Pretrainer(distribution.get_strategy("one_device"), config, 1e-3, 100, 0,
-                                  **options)
+def _pretrainer(config, num_train_steps=100, num_warmup_steps=0, **options):
+    """A `Trainer` of the original's pre-training objective."""
+    return trainer.Trainer(pretraining.MaskedLMNextSentenceObjective(),
+                           distribution.get_strategy("one_device"), config, 1e-3,
+                           num_train_steps, num_warmup_steps, **options)
 
 
 def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints_steps=2):
@@ -63,8 +64,7 @@ def _train(pretrainer, directory, steps, iterations_per_loop=2, save_checkpoints
 
 
 def test_progress_has_its_own_cadence_and_logs_the_rate_in_force(tiny_config, tmp_path, caplog):
-    pretrainer = pretraining.Pretrainer(distribution.get_strategy("one_device"), tiny_config,
-                                        1e-3, 6, 3, progress_seconds=1e-9)
+    pretrainer = _pretrainer(tiny_config, 6, 3, progress_seconds=1e-9)
     with caplog.at_level("INFO", logger="absl"):
         _train(pretrainer, tmp_path, 6, iterations_per_loop=1000, save_checkpoints_steps=1000)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
@@ -112,7 +112,7 @@ def test_pretraining_eval_reports_its_batches(tiny_config, caplog):
     pretrainer = _pretrainer(tiny_config, progress_seconds=1e-9)
     dataset = tf.data.Dataset.from_tensors(_batch(tiny_config)).repeat(5)
     with caplog.at_level("INFO", logger="absl"):
-        pretrainer.evaluate(dataset, max_eval_steps=3)
+        pretrainer.objective.evaluate(pretrainer, dataset, max_eval_steps=3)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval: ")]
     assert [line.split(",")[0] for line in lines[:3]] == [
         "eval: 1/3 batches", "eval: 2/3 batches", "eval: 3/3 batches"]

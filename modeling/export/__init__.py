@@ -9,8 +9,8 @@ version carries TF Serving's warm-up requests for every signature (`warmup`).
 from modeling.export.base import LABELS_ASSET, ServingModule, save_versioned
 from modeling.export.classifier import ClassifierExport, DocumentClassifierExport
 from modeling.export.multiple_choice import MultipleChoiceExport
+from modeling.export.ner import NerExport
 from modeling.export.squad import SquadExport
-from modeling.export.tagger import TaggerExport
 
 __all__ = ["LABELS_ASSET", "ServingModule", "save_versioned", "ClassifierExport",
-           "DocumentClassifierExport", "MultipleChoiceExport", "SquadExport", "TaggerExport"]
+           "DocumentClassifierExport", "MultipleChoiceExport", "NerExport", "SquadExport"]

@@ -1,4 +1,5 @@
-"""One module per script: the task's Keras model, its trainer, input reading and predictions."""
+"""One module per script: the task's objective (its model and loss), input reading and
+predictions."""
 from modeling import lazy_submodules
 
 __getattr__ = lazy_submodules(__name__)

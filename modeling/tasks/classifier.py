@@ -1,5 +1,5 @@
 """Fine-tuning and evaluating a `BertClassifier` as the original `run_classifier.py`, on any
-`tf.distribute` strategy: its input pipeline, loss, metrics and output files; and, with
+`tf.distribute` strategy: its loss, input pipeline, metrics and output files; and, with
 `DocumentClassifierTask`, single texts of any length read as windows."""
 import os
 
@@ -14,40 +14,6 @@ from modeling.models.classifier import BertClassifier
 from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_choice
-from modeling.training.trainer import Trainer
-
-
-class ClassifierTrainer(Trainer):
-    """Trains `BertClassifier`: softmax cross-entropy (or squared error for regression) over
-    the global batch; the head starts random unless the checkpoint has it."""
-    METRICS = ("loss", "correct", "examples")
-
-    def __init__(self, strategy, config, num_labels, regression, *args, **kwargs):
-        self.num_labels, self.regression = num_labels, regression
-        super().__init__(strategy, config, *args, **kwargs)
-
-    def build_model(self, config):
-        return BertClassifier(config, self.num_labels, self.regression)
-
-    def replica_loss(self, outputs, batch, global_batch):
-        if self.regression:
-            loss, per_example = heads.regression_loss(outputs["predictions"],
-                                                      batch["label_ids"], global_batch)
-            correct = tf.constant(0.0)
-        else:
-            loss, per_example = heads.classification_loss(outputs["log_probabilities"],
-                                                          batch["label_ids"], global_batch)
-            predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
-            correct = tf.reduce_sum(tf.cast(
-                tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
-        return loss, {"correct": correct,
-                      "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
-
-    def loop_scalars(self, totals, steps):
-        scalars = {"loss": totals["loss"] / steps}
-        if not self.regression:
-            scalars["accuracy"] = totals["correct"] / max(totals["examples"], 1)
-        return scalars
 
 
 def classifier_dataset(path, batch_size, max_seq_length, regression, is_training,
@@ -60,7 +26,7 @@ def classifier_dataset(path, batch_size, max_seq_length, regression, is_training
                                          is_training, drop_remainder, seed, skip_batches, padding)
 
 
-def evaluate(trainer, dataset, batch_size, task_name, total=None):
+def evaluate(trainer, dataset, batch_size, task_name, regression=False, total=None):
     """The original's eval results, plus the task's GLUE metric, over the real examples.
 
     Returns:
@@ -68,7 +34,7 @@ def evaluate(trainer, dataset, batch_size, task_name, total=None):
       loss (mean over batches of each batch's mean loss, as the Estimator's `loss`), and
       `glue.task_metrics` (F1, Matthews correlation, Pearson/Spearman).
     """
-    score = "predictions" if trainer.regression else "logits"
+    score = "predictions" if regression else "logits"
     outputs = trainer.predict(dataset, ["per_example_loss", "label_ids", "is_real_example",
                                         score], what="eval", total=total)
     real = outputs["is_real_example"].astype(bool)
@@ -79,11 +45,11 @@ def evaluate(trainer, dataset, batch_size, task_name, total=None):
                    for start in range(0, len(losses), batch_size)
                    if real[start:start + batch_size].any()]
     labels = outputs["label_ids"][real]
-    predictions = (outputs[score][real] if trainer.regression
+    predictions = (outputs[score][real] if regression
                    else np.argmax(outputs[score][real], axis=-1))
     results = {"eval_loss": float(losses[real].mean()), "global_step": trainer.global_step,
                "loss": float(np.mean(batch_means))}
-    if not trainer.regression:
+    if not regression:
         results["eval_accuracy"] = glue.accuracy(labels, predictions)
     results.update(glue.task_metrics(task_name, labels, predictions))
     return results
@@ -123,14 +89,14 @@ def document_metrics(probabilities, labels, batch_size, task_name, global_step):
     return results
 
 
-def predict(trainer, dataset, total=None):
+def predict(trainer, dataset, num_labels, regression=False, total=None):
     """Per real example, in input order: the class probabilities [N, num_labels], or the
     regression predictions [N, 1]."""
-    name = "predictions" if trainer.regression else "probabilities"
+    name = "predictions" if regression else "probabilities"
     outputs = trainer.predict(dataset, [name, "is_real_example"], total=total)
     values = outputs[name][outputs["is_real_example"].astype(bool)]
     if not len(values):  # an empty test set: no rows, but the right number of columns
-        return np.zeros([0, 1 if trainer.regression else trainer.num_labels])
+        return np.zeros([0, 1 if regression else num_labels])
     return values.reshape(len(values), -1)
 
 
@@ -143,12 +109,42 @@ def write_test_results(values, path):
 
 class ClassifierTask(fine_tuning.Task):
     """run_classifier.py: a GLUE task or XNLI from `data_dir`; MNLI is evaluated and predicted
-    on its matched and mismatched halves, whose results carry a `_mismatched` suffix."""
+    on its matched and mismatched halves, whose results carry a `_mismatched` suffix.
+
+    Trains a `BertClassifier`: softmax cross-entropy (or squared error for regression) over
+    the global batch; the head starts random unless the checkpoint has it.
+    """
+    METRICS = ("loss", "correct", "examples")
 
     def __init__(self, data_dir, task_name):
         self.data_dir, self.task_name = data_dir, task_name
         self.processor = classifier_data.get_processor(task_name)
         self.labels = self.processor.get_labels()
+        self.regression = self.processor.is_regression
+        self.num_labels = max(len(self.labels), 1)  # a regression's one output
+
+    def build_model(self, config):
+        return BertClassifier(config, self.num_labels, self.regression)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        if self.regression:
+            loss, per_example = heads.regression_loss(outputs["predictions"],
+                                                      batch["label_ids"], global_batch)
+            correct = tf.constant(0.0)
+        else:
+            loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                          batch["label_ids"], global_batch)
+            predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+            correct = tf.reduce_sum(tf.cast(
+                tf.equal(predictions, tf.cast(batch["label_ids"], tf.int32)), tf.float32))
+        return loss, {"correct": correct,
+                      "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+    def loop_scalars(self, totals, steps):
+        scalars = {"loss": totals["loss"] / steps}
+        if not self.regression:
+            scalars["accuracy"] = totals["correct"] / max(totals["examples"], 1)
+        return scalars
 
     def _splits(self):
         """(suffix, processor) of each evaluated set."""
@@ -167,12 +163,6 @@ class ClassifierTask(fine_tuning.Task):
                      for suffix, processor in self._splits()} if options.do_predict else {}
         return len(self.train)
 
-    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
-        return ClassifierTrainer(strategy, config, max(len(self.labels), 1),
-                                 self.processor.is_regression, options.learning_rate,
-                                 num_train_steps, num_warmup_steps,
-                                 **options.trainer_options())
-
     def _records(self, context, examples, name, batch_size):
         """Writes the examples' records, padded with fake examples to whole batches on TPUs
         (which need fixed shapes), as the original; returns the path and the records' count."""
@@ -186,7 +176,7 @@ class ClassifierTask(fine_tuning.Task):
 
     def _dataset(self, context, path, batch_size):
         return classifier_dataset(path, batch_size, context.options.max_seq_length,
-                                  self.processor.is_regression, is_training=False,
+                                  self.regression, is_training=False,
                                   drop_remainder=context.on_tpu, padding=context.padding)
 
     def write_train_records(self, context, path):
@@ -199,7 +189,7 @@ class ClassifierTask(fine_tuning.Task):
     def train_dataset(self, context, path, skip_batches):
         options = context.options
         return classifier_dataset(path, options.train_batch_size, options.max_seq_length,
-                                  self.processor.is_regression, is_training=True,
+                                  self.regression, is_training=True,
                                   seed=options.seed, skip_batches=skip_batches,
                                   padding=context.padding)
 
@@ -209,7 +199,7 @@ class ClassifierTask(fine_tuning.Task):
             split_results = self._evaluate_split(context, examples, f"eval{suffix}")
             logging.info("Eval results%s (%d examples): %s", suffix, len(examples),
                          split_results)
-            if not self.processor.is_regression:  # a constant score has no correlation
+            if not self.regression:  # a constant score has no correlation
                 logging.info("Eval%s: %s", suffix, against_majority(
                     split_results, self._label_ids(examples), self.labels, self.task_name))
             results.update({key if key == "global_step" else key + suffix: value
@@ -224,7 +214,7 @@ class ClassifierTask(fine_tuning.Task):
         batch_size = context.options.eval_batch_size
         path, count = self._records(context, examples, name, batch_size)
         return evaluate(context.trainer, self._dataset(context, path, batch_size), batch_size,
-                        self.task_name, count)
+                        self.task_name, self.regression, count)
 
     def predict(self, context):
         for suffix, examples in self.test.items():
@@ -238,7 +228,8 @@ class ClassifierTask(fine_tuning.Task):
     def _predict_split(self, context, examples, name):
         batch_size = context.options.predict_batch_size
         path, count = self._records(context, examples, name, batch_size)
-        return predict(context.trainer, self._dataset(context, path, batch_size), count)
+        return predict(context.trainer, self._dataset(context, path, batch_size),
+                       self.num_labels, self.regression, count)
 
     def export_module(self, context):
         options = context.options
@@ -278,7 +269,7 @@ class DocumentClassifierTask(ClassifierTask):
             raise ValueError(f"{asked} reads single texts, and {self.task_name} pairs two "
                              f"(text_b): no one rule says which window of one text goes with "
                              f"which of the other, or how two texts share a head and a tail")
-        if self.processor.is_regression:
+        if self.regression:
             raise ValueError(f"{asked} reads classification tasks only, not the regression "
                              f"of {self.task_name}")
         if self.doc_stride is None:

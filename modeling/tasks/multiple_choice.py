@@ -1,4 +1,5 @@
-"""Fine-tuning a `BertMultipleChoice` (SWAG) on any `tf.distribute` strategy."""
+"""Fine-tuning a `BertMultipleChoice` (SWAG) on any `tf.distribute` strategy: its loss, input
+pipeline, metrics and output files."""
 import os
 
 import numpy as np
@@ -11,29 +12,6 @@ from modeling.evaluation import baseline
 from modeling.models.multiple_choice import BertMultipleChoice
 from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
-from modeling.training.trainer import Trainer
-
-
-class MultipleChoiceTrainer(Trainer):
-    """Trains `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
-    batch; the scoring vector starts random unless the checkpoint has it."""
-    METRICS = ("loss", "correct", "examples")
-
-    def build_model(self, config):
-        return BertMultipleChoice(config)
-
-    def replica_loss(self, outputs, batch, global_batch):
-        loss, per_example = heads.classification_loss(outputs["log_probabilities"],
-                                                      batch["label_ids"], global_batch)
-        predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
-        labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
-        return loss, {
-            "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
-            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
-
-    def loop_scalars(self, totals, steps):
-        return {"loss": totals["loss"] / steps,
-                "accuracy": totals["correct"] / max(totals["examples"], 1.0)}
 
 
 def swag_dataset(path, batch_size, max_seq_length, is_training, drop_remainder=False,
@@ -77,10 +55,31 @@ def against_guessing(results, labels):
 
 class MultipleChoiceTask(fine_tuning.Task):
     """run_multiple_choice.py: SWAG's train.csv, val.csv and test.csv in `data_dir`; --do_eval
-    writes eval_results.txt, --do_predict test_results.tsv (the probabilities of the choices)."""
+    writes eval_results.txt, --do_predict test_results.tsv (the probabilities of the choices).
+
+    Trains a `BertMultipleChoice`: softmax cross-entropy over the choices, over the global
+    batch; the scoring vector starts random unless the checkpoint has it.
+    """
+    METRICS = ("loss", "correct", "examples")
 
     def __init__(self, data_dir):
         self.data_dir = data_dir
+
+    def build_model(self, config):
+        return BertMultipleChoice(config)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        loss, per_example = heads.classification_loss(outputs["log_probabilities"],
+                                                      batch["label_ids"], global_batch)
+        predictions = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+        labels = tf.reshape(tf.cast(batch["label_ids"], tf.int32), [-1])
+        return loss, {
+            "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
+            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
+
+    def loop_scalars(self, totals, steps):
+        return {"loss": totals["loss"] / steps,
+                "accuracy": totals["correct"] / max(totals["examples"], 1.0)}
 
     def _read(self, split, has_labels):
         path = os.path.join(self.data_dir, f"{split}.csv")
@@ -93,10 +92,6 @@ class MultipleChoiceTask(fine_tuning.Task):
         self.dev = self._read("val", has_labels=True) if options.do_eval else []
         self.test = self._read("test", has_labels=False) if options.do_predict else []
         return len(self.train)
-
-    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
-        return MultipleChoiceTrainer(strategy, config, options.learning_rate, num_train_steps,
-                                     num_warmup_steps, **options.trainer_options())
 
     def _records(self, context, examples, name, batch_size):
         """Writes the examples' records, padded to whole batches on TPUs, as the classifier;

@@ -1,5 +1,6 @@
 """Fine-tuning a `BertTokenClassifier` (NER) on any `tf.distribute` strategy: the loss over
-the global batch's labelled sub-tokens, the input pipeline, and per-token predictions."""
+the global batch's labelled sub-tokens, the input pipeline, per-token predictions and the
+output files."""
 import os
 
 import tensorflow as tf
@@ -10,38 +11,7 @@ from modeling.data import ner as ner_data, windows
 from modeling.evaluation import baseline, conlleval
 from modeling.models.ner import BertTokenClassifier
 from modeling.training import fine_tuning, input_pipeline
-from modeling.training.trainer import SUM, Trainer
-
-
-class TokenClassifierTrainer(Trainer):
-    """Trains `BertTokenClassifier`: cross-entropy at each word's first sub-token, divided by
-    the number of such tokens in the global batch (so N replicas equal one device)."""
-    METRICS = ("loss", "correct", "weight")
-
-    def __init__(self, strategy, config, num_labels, *args, **kwargs):
-        self.num_labels = num_labels
-        super().__init__(strategy, config, *args, **kwargs)
-
-    def build_model(self, config):
-        return BertTokenClassifier(config, self.num_labels)
-
-    def global_counts(self, batch):
-        context = tf.distribute.get_replica_context()
-        return (context.all_reduce(SUM, tf.reduce_sum(batch["label_weights"])),)
-
-    def replica_loss(self, outputs, batch, global_weight):
-        loss, _ = heads.token_classification_loss(
-            outputs["log_probabilities"], batch["label_ids"], batch["label_weights"],
-            global_weight)
-        weights = tf.cast(batch["label_weights"], tf.float32)
-        correct = tf.cast(tf.equal(outputs["predictions"],
-                                   tf.cast(batch["label_ids"], tf.int32)), tf.float32)
-        return loss, {"correct": tf.reduce_sum(correct * weights),
-                      "weight": tf.reduce_sum(weights)}
-
-    def loop_scalars(self, totals, steps):
-        return {"loss": totals["loss"] / steps,
-                "token_accuracy": totals["correct"] / max(totals["weight"], 1.0)}
+from modeling.training.objective import SUM
 
 
 def ner_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0,
@@ -77,14 +47,42 @@ class NerTask(fine_tuning.Task):
     """run_ner.py: CoNLL-2003-style files in `data_dir`. The tags come from the training file
     (read as IOB2 inside), also when only evaluating or exporting; outputs are written in the
     files' own scheme. --do_eval writes conlleval's entity-level scores to eval_results.txt and
-    eval_predictions.txt; --do_predict writes test_predictions.txt."""
+    eval_predictions.txt; --do_predict writes test_predictions.txt.
+
+    Trains a `BertTokenClassifier` of the training file's tags (`read` sets them):
+    cross-entropy at each word's first sub-token, divided by the number of such tokens in the
+    global batch (so N replicas equal one device).
+    """
     CASE_MISMATCH_WARNS = True  # the paper's cased model is the usual mismatch
     TRAIN_UNITS = "training windows"
+    METRICS = ("loss", "correct", "weight")
 
     def __init__(self, data_dir, tag_scheme="auto", doc_stride=None):
         """`doc_stride`: pieces from one window's start to the next (see `modeling.data.ner`);
         None for half a window."""
         self.data_dir, self.tag_scheme, self.doc_stride = data_dir, tag_scheme, doc_stride
+
+    def build_model(self, config):
+        return BertTokenClassifier(config, len(self.labels))
+
+    def global_counts(self, batch):
+        """The labelled sub-tokens of the global batch."""
+        context = tf.distribute.get_replica_context()
+        return (context.all_reduce(SUM, tf.reduce_sum(batch["label_weights"])),)
+
+    def replica_loss(self, outputs, batch, global_weight):
+        loss, _ = heads.token_classification_loss(
+            outputs["log_probabilities"], batch["label_ids"], batch["label_weights"],
+            global_weight)
+        weights = tf.cast(batch["label_weights"], tf.float32)
+        correct = tf.cast(tf.equal(outputs["predictions"],
+                                   tf.cast(batch["label_ids"], tf.int32)), tf.float32)
+        return loss, {"correct": tf.reduce_sum(correct * weights),
+                      "weight": tf.reduce_sum(weights)}
+
+    def loop_scalars(self, totals, steps):
+        return {"loss": totals["loss"] / steps,
+                "token_accuracy": totals["correct"] / max(totals["weight"], 1.0)}
 
     def check(self, options, config):
         if self.doc_stride is not None:
@@ -114,11 +112,6 @@ class NerTask(fine_tuning.Task):
         return sentences, ner_data.convert_sentences(sentences, self.labels,
                                                      options.max_seq_length, tokenizer,
                                                      self.doc_stride)
-
-    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
-        return TokenClassifierTrainer(strategy, config, len(self.labels),
-                                      options.learning_rate, num_train_steps, num_warmup_steps,
-                                      **options.trainer_options())
 
     def write_train_records(self, context, path):
         ner_data.write_features(self.train_features, path)
@@ -175,6 +168,6 @@ class NerTask(fine_tuning.Task):
 
     def export_module(self, context):
         options = context.options
-        return export.TaggerExport(context.trainer.model, options.vocab_file,
-                                   options.do_lower_case, options.max_seq_length, self.labels,
-                                   self.doc_stride)
+        return export.NerExport(context.trainer.model, options.vocab_file,
+                                options.do_lower_case, options.max_seq_length, self.labels,
+                                self.doc_stride)

@@ -1,7 +1,7 @@
 """Pre-training as the original `run_pretraining.py`: reading and checking its records, the
-masked-LM and next-sentence losses and metrics on the shared `Trainer`, and the run; and the
-paper's Table 5 ablations, the masked LM alone ("No NSP") and a left-to-right LM ("LTR & No
-NSP"), chosen by `pretraining_objective`."""
+masked-LM and next-sentence losses and metrics, trained by the shared `Trainer`, and the run;
+and the paper's Table 5 ablations, the masked LM alone ("No NSP") and a left-to-right LM
+("LTR & No NSP"), chosen by `pretraining_objective`."""
 import contextlib
 import dataclasses
 import os
@@ -17,13 +17,13 @@ from modeling.encoder.config import BertConfig
 from modeling.evaluation import baseline
 from modeling.models.pretraining import (BertLeftToRightLM, BertMaskedLM, BertPretrainer,
                                          next_token_labels)
-from modeling.runtime import compilation_cache, files, output_lock
-from modeling.training import distribution, fine_tuning, input_pipeline
+from modeling.runtime import files
+from modeling.training import input_pipeline, runs
+from modeling.training.objective import SUM, Objective
 from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
                                        check_max_seq_length, refuse_untrained,
                                        require_non_negative)
-from modeling.training.progress import PassProgress
-from modeling.training.trainer import SUM, Trainer, error_reason, shard_by_data
+from modeling.training.trainer import Trainer, error_reason
 
 
 def _masked_lm_counts(log_probs, label_ids, weights, global_weight):
@@ -39,8 +39,9 @@ def _masked_lm_counts(log_probs, label_ids, weights, global_weight):
     }
 
 
-class Pretrainer(Trainer):
-    """Trains a `BertPretrainer` as the original `run_pretraining.py`."""
+class MaskedLMNextSentenceObjective(Objective):
+    """The original `run_pretraining.py`'s: a `BertPretrainer`, the masked-LM loss plus the
+    next-sentence one."""
     METRICS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum",
                "nsp_correct", "nsp_loss_sum", "examples")
     # What its masked-LM metrics are called: the masked tokens ("masked_lm"), or every next
@@ -90,32 +91,14 @@ class Pretrainer(Trainer):
                            / max(totals["examples"], 1))
         return scalars
 
-    @tf.function(autograph=False)
-    def _eval_step(self, batch):
-        def step(batch):
-            outputs = self.model(batch, training=False)
-            loss, counts = self.replica_loss(outputs, batch, *self.global_counts(batch))
-            return dict(counts, loss=loss)
-        per_replica = self.strategy.run(step, args=(batch,))
-        return {key: self.strategy.reduce(SUM, value, axis=None)
-                for key, value in per_replica.items()}
-
-    def evaluate(self, dataset, max_eval_steps):
-        """The original's eval metrics over at most `max_eval_steps` batches, in order."""
-        totals, batches = {}, 0
-        progress = PassProgress("eval", max_eval_steps, "batches", self.progress_seconds)
-        for batch in distribution.per_replica_batches(self.strategy, shard_by_data(dataset)):
-            if batches >= max_eval_steps:
-                break
-            for key, value in self._eval_step(batch).items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-            batches += 1
-            progress.add(1)
-        progress.finish()
+    def evaluate(self, trainer, dataset, max_eval_steps):
+        """The original's eval metrics of `trainer`'s model over at most `max_eval_steps`
+        batches of `dataset`, in order."""
+        totals, batches = trainer.metric_sums(dataset, max_eval_steps)
         if not batches:
             raise ValueError("the evaluation input has no complete batch")
         results = {
-            "global_step": self.global_step,
+            "global_step": trainer.global_step,
             "loss": totals["loss"] / batches,
             f"{self.PREDICTED}_accuracy": totals["mlm_correct"] / totals["mlm_weight"],
             f"{self.PREDICTED}_loss": totals["mlm_loss_sum"] / totals["mlm_weight"],
@@ -126,8 +109,8 @@ class Pretrainer(Trainer):
         return results
 
 
-class MaskedLMPretrainer(Pretrainer):
-    """Trains a `BertMaskedLM`, the paper's "No NSP" model: the masked-LM loss alone."""
+class MaskedLMObjective(MaskedLMNextSentenceObjective):
+    """The paper's "No NSP": a `BertMaskedLM`, the masked-LM loss alone."""
     METRICS = ("loss", "mlm_loss", "mlm_correct", "mlm_weight", "mlm_loss_sum")
 
     def build_model(self, config):
@@ -138,9 +121,9 @@ class MaskedLMPretrainer(Pretrainer):
                                  global_weight)
 
 
-class LeftToRightPretrainer(MaskedLMPretrainer):
-    """Trains a `BertLeftToRightLM`, the paper's "LTR & No NSP" model: every next token
-    predicted, its metrics named next_token_*."""
+class LeftToRightObjective(MaskedLMObjective):
+    """The paper's "LTR & No NSP": a `BertLeftToRightLM`, every next token predicted, its
+    metrics named next_token_*."""
     PREDICTED = "next_token"
 
     def build_model(self, config):
@@ -153,21 +136,24 @@ class LeftToRightPretrainer(MaskedLMPretrainer):
                                  global_weight)
 
 
-# --pretraining_objective: the trainer of each objective of `pretraining_data.OBJECTIVES`.
-TRAINERS = {"mlm_nsp": Pretrainer, "mlm": MaskedLMPretrainer, "ltr": LeftToRightPretrainer}
+# --pretraining_objective: what is trained on the records of each `pretraining_data.OBJECTIVES`.
+OBJECTIVES = {"mlm_nsp": MaskedLMNextSentenceObjective, "mlm": MaskedLMObjective,
+              "ltr": LeftToRightObjective}
 
 
-def constant_guess_accuracies(dataset, max_eval_steps, labels=Pretrainer.labels):
+def constant_guess_accuracies(dataset, max_eval_steps,
+                              labels=MaskedLMNextSentenceObjective.labels):
     """What the eval accuracies are worth: those of a model that always gives the same answer.
 
-    Over the batches `Pretrainer.evaluate` reads (the first `max_eval_steps` of `dataset`):
-    the share of the most frequent predicted token among the predicted positions (by their
-    weights), and, where the records have next-sentence labels, the share of the majority one.
+    Over the batches an objective's `evaluate` reads (the first `max_eval_steps` of
+    `dataset`): the share of the most frequent predicted token among the predicted positions
+    (by their weights), and, where the records have next-sentence labels, the share of the
+    majority one.
 
     Args:
       dataset: batches of a pre-training input.
       max_eval_steps: int.
-      labels: a trainer's `labels`: the predicted ids and their weights in a batch.
+      labels: an objective's `labels`: the predicted ids and their weights in a batch.
 
     Returns:
       dict: masked_lm_accuracy, masked_lm_id (of the predicted tokens, whatever they are),
@@ -315,7 +301,7 @@ class PretrainingOptions(TrainingOptions):
     num_train_steps: int = 100000
     num_warmup_steps: int = 10000
     max_eval_steps: int = 100
-    # A key of TRAINERS: the original's objective, or one of the paper's Table 5 ablations.
+    # A key of OBJECTIVES: the original's objective, or one of the paper's Table 5 ablations.
     pretraining_objective: str = "mlm_nsp"
 
     POSITIVE = TrainingOptions.POSITIVE + ("num_train_steps", "max_eval_steps",
@@ -327,8 +313,8 @@ class PretrainingOptions(TrainingOptions):
         if not self.do_train and not self.do_eval:
             raise ValueError("At least one of --do_train or --do_eval must be True.")
         require_non_negative("num_warmup_steps", self.num_warmup_steps)
-        if self.pretraining_objective not in TRAINERS:
-            raise ValueError(f"--pretraining_objective must be one of {sorted(TRAINERS)}, "
+        if self.pretraining_objective not in OBJECTIVES:
+            raise ValueError(f"--pretraining_objective must be one of {sorted(OBJECTIVES)}, "
                              f"got {self.pretraining_objective!r}")
 
 
@@ -352,67 +338,62 @@ def run(options):
     """Pre-trains and/or evaluates as `options` ask, as the original `run_pretraining.py`:
     checkpoints, summaries and eval_results.txt in output_dir; after training, the
     original-format checkpoint and its config in output_dir/export/."""
-    options.check()
-    compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
-    config = objective_config(BertConfig.from_json_file(options.bert_config_file),
-                              options.pretraining_objective, options.bert_config_file)
+    config = objective_config(runs.read_config(options), options.pretraining_objective,
+                              options.bert_config_file)
     check_max_seq_length(options.max_seq_length, config, options.bert_config_file)
     strategy = options.strategy()  # first of all TensorFlow work
-    chief = distribution.is_chief(strategy)
-    tf.io.gfile.makedirs(options.output_dir)
-    # Before the records are checked (a minute on a large corpus): a second run is told at once.
-    with output_lock.held(options.output_dir) if chief and options.do_train \
-            else contextlib.nullcontext():
-        with distribution.write_dir(strategy, options.output_dir) as write_dir:
-            _run_in_output_dir(options, config, strategy, chief, write_dir)
+    # Held before the records are checked (a minute on a large corpus).
+    with runs.output_dir_held(options, strategy) as (chief, write_dir):
+        _run_in_output_dir(options, config, strategy, chief, write_dir)
 
 
 def _run_in_output_dir(options, config, strategy, chief, write_dir):
     """`run` once output_dir is this run's; this worker writes in `write_dir`
     (`distribution.write_dir`)."""
     paths = expand_files(options.input_file)
-    objective = options.pretraining_objective
+    records_of = options.pretraining_objective  # a key of `pretraining_data.OBJECTIVES`
     check_records(paths, options.max_seq_length, options.max_predictions_per_seq,
-                  config.vocab_size, objective=objective)
+                  config.vocab_size, objective=records_of)
     options.check_train_batch(strategy)
-    pretrainer = TRAINERS[objective](strategy, config, options.learning_rate, options.num_train_steps,
-                            options.num_warmup_steps, **options.trainer_options())
+    objective = OBJECTIVES[records_of]()
+    trainer = Trainer(objective, strategy, config, options.learning_rate,
+                      options.num_train_steps, options.num_warmup_steps,
+                      **options.trainer_options())
     if options.init_checkpoint:
-        pretrainer.init_from(options.init_checkpoint, options.allow_fewer_layers)
+        trainer.init_from(options.init_checkpoint, options.allow_fewer_layers)
 
     if options.do_train:
         def dataset_fn(skip_batches):
             return pretraining_dataset(
                 paths, options.train_batch_size, options.max_seq_length,
                 options.max_predictions_per_seq, is_training=True, seed=options.seed,
-                skip_batches=skip_batches, objective=objective)
+                skip_batches=skip_batches, objective=records_of)
         with _input_errors(options.input_file):
-            pretrainer.train(dataset_fn, options.train_batch_size, options.output_dir,
-                             options.num_train_steps, options.iterations_per_loop,
-                             options.save_checkpoints_steps, options.keep_checkpoint_max)
-        fine_tuning.keep_original(pretrainer, write_dir)
+            trainer.train(dataset_fn, options.train_batch_size, options.output_dir,
+                          options.num_train_steps, options.iterations_per_loop,
+                          options.save_checkpoints_steps, options.keep_checkpoint_max)
+        runs.keep_original(trainer, write_dir)
         if chief:
             exported_config = os.path.join(options.output_dir, ORIGINAL_CHECKPOINT_DIR,
                                            "bert_config.json")
-            if objective == "ltr":  # the config given, with causal_attention
+            if records_of == "ltr":  # the config given, with causal_attention
                 with files.atomic_write(exported_config) as writer:
                     writer.write(config.to_json_string())
             else:
                 tf.io.gfile.copy(options.bert_config_file, exported_config, overwrite=True)
 
     if options.do_eval:
-        if not options.do_train and not pretrainer.restore_latest(options.output_dir):
+        if not options.do_train and not trainer.restore_latest(options.output_dir):
             refuse_untrained(options, [] if options.init_checkpoint else ["every variable"],
                              "evaluate")
         dataset = pretraining_dataset(
             paths, options.eval_batch_size, options.max_seq_length,
-            options.max_predictions_per_seq, is_training=False, objective=objective)
+            options.max_predictions_per_seq, is_training=False, objective=records_of)
         with _input_errors(options.input_file):
-            results = pretrainer.evaluate(dataset, options.max_eval_steps)
-            floor = constant_guess_accuracies(dataset, options.max_eval_steps,
-                                              pretrainer.labels)
+            results = objective.evaluate(trainer, dataset, options.max_eval_steps)
+            floor = constant_guess_accuracies(dataset, options.max_eval_steps, objective.labels)
         logging.info("Eval results: %s", results)
-        predicted = pretrainer.PREDICTED
+        predicted = objective.PREDICTED
         guesses = {f"{predicted}_accuracy": [(
             f"always guessing the most frequent {predicted.split('_')[0]} token, id "
             f"{floor['masked_lm_id']}", floor["masked_lm_accuracy"])]}

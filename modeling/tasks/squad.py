@@ -1,5 +1,5 @@
 """Fine-tuning and predicting a `BertSpanModel` as the original `run_squad.py`, on any
-`tf.distribute` strategy: its input pipeline, loss and raw results."""
+`tf.distribute` strategy: its loss, input pipeline and raw results."""
 import json
 import os
 
@@ -14,23 +14,6 @@ from modeling.models.squad import BertSpanModel
 from modeling.runtime import files
 from modeling.training import fine_tuning, input_pipeline
 from modeling.training.options import require_positive
-from modeling.training.trainer import Trainer
-
-
-class SquadTrainer(Trainer):
-    """Trains `BertSpanModel`: the mean of the start and end cross-entropies over the global
-    batch; the span head starts random unless the checkpoint has it."""
-    METRICS = ("loss", "examples")
-
-    def build_model(self, config):
-        return BertSpanModel(config)
-
-    def replica_loss(self, outputs, batch, global_batch):
-        loss, per_example = heads.span_loss(outputs["start_logits"], outputs["end_logits"],
-                                            batch["start_positions"], batch["end_positions"],
-                                            global_batch)
-        return loss, {
-            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
 
 def squad_dataset(path, batch_size, max_seq_length, is_training, seed=12345, skip_batches=0,
@@ -61,8 +44,13 @@ def predict_logits(trainer, dataset, max_seq_length, total=None):
 class SquadTask(fine_tuning.Task):
     """run_squad.py: SQuAD v1.1 or v2.0 json files; --do_predict writes the original's
     predictions.json, nbest_predictions.json (null_odds.json for v2.0) and, when the predict
-    file has answers, eval_results.json with the official metric."""
+    file has answers, eval_results.json with the official metric.
+
+    Trains a `BertSpanModel`: the mean of the start and end cross-entropies over the global
+    batch; the span head starts random unless the checkpoint has it.
+    """
     ACTIONS = ("do_train", "do_predict", "export_dir")
+    METRICS = ("loss", "examples")
     # The original's span softmax runs over every position, padding included, and its n-best
     # ranks them all: cutting the padding would change the loss and the n-best lists.
     PADDING_IS_INERT = False
@@ -82,6 +70,16 @@ class SquadTask(fine_tuning.Task):
         self.version_2_with_negative = version_2_with_negative
         self.null_score_diff_threshold = null_score_diff_threshold
         self.verbose_logging = verbose_logging
+
+    def build_model(self, config):
+        return BertSpanModel(config)
+
+    def replica_loss(self, outputs, batch, global_batch):
+        loss, per_example = heads.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                            batch["start_positions"], batch["end_positions"],
+                                            global_batch)
+        return loss, {
+            "examples": tf.cast(tf.shape(per_example)[0], tf.float32)}
 
     def check(self, options, config):
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
@@ -121,10 +119,6 @@ class SquadTask(fine_tuning.Task):
             self.answered = any(qa.get("answers") for article in dataset["data"]
                                 for paragraph in article["paragraphs"] for qa in paragraph["qas"])
         return len(self.train)
-
-    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
-        return SquadTrainer(strategy, config, options.learning_rate, num_train_steps,
-                            num_warmup_steps, **options.trainer_options())
 
     def _write_features(self, context, examples, path, is_training):
         """Writes the examples' features to `path`; returns them (kept for post-processing)."""

@@ -4,23 +4,25 @@ a time: `output_lock`), build the task's trainer from a checkpoint, train (resum
 output_dir) or restore the latest fine-tuned checkpoint, then evaluate, predict and export,
 each as asked.
 
-A task (modeling/tasks/) says what is particular to it by subclassing `Task`; `run` does the rest.
+A task (modeling/tasks/) says what is particular to it by subclassing `Task`: its model and
+loss, which the one `Trainer` trains, its inputs and its outputs; `run` does the rest.
 """
-import contextlib
 import dataclasses
 import os
 import random
 
+import tensorflow as tf
 from absl import logging
 
 from modeling import export
 from modeling.encoder.config import BertConfig
-from modeling.runtime import compilation_cache, files, output_lock
+from modeling.runtime import files
 from modeling.text import tokenization
-from modeling.training import distribution
-from modeling.training.options import (ORIGINAL_CHECKPOINT_DIR, TrainingOptions,
-                                       check_max_seq_length, check_vocabulary,
+from modeling.training import input_pipeline, runs
+from modeling.training.objective import Objective
+from modeling.training.options import (TrainingOptions, check_max_seq_length, check_vocabulary,
                                        refuse_untrained, require_positive)
+from modeling.training.trainer import Trainer
 
 # The seed with which the original's run_squad shuffles its training examples before writing them.
 TRAIN_SHUFFLE_SEED = 12345
@@ -36,7 +38,6 @@ def default_padding_multiple(use_xla):
     """
     if use_xla:
         return 16
-    import tensorflow as tf
     return 8 if tf.config.list_physical_devices("GPU") else 1
 
 
@@ -86,10 +87,12 @@ class FineTuningOptions(TrainingOptions):
                              f"{self.warmup_proportion}")
 
 
-class Task:
+class Task(Objective):
     """What a fine-tuning task adds to `run`. Subclasses set the class attributes and define
-    `read`, `build_trainer`, `write_train_records` and `train_dataset`, and those of
-    `evaluate`, `predict` and `export_module` their actions need.
+    the `Objective` the `Trainer` trains (`build_model`, `replica_loss`, and METRICS,
+    `global_counts`, `loop_scalars` where the defaults do not fit), `read`,
+    `write_train_records` and `train_dataset`, and those of `evaluate`, `predict` and
+    `export_module` their actions need.
 
     ACTIONS: the actions the task's script offers (options that are true to act).
     CASE_MISMATCH_WARNS: a --do_lower_case that disagrees with the checkpoint's name is a
@@ -113,9 +116,6 @@ class Task:
         Returns:
           The number of training examples (0 unless training), which sets the step count.
         """
-        raise NotImplementedError
-
-    def build_trainer(self, strategy, config, options, num_train_steps, num_warmup_steps):
         raise NotImplementedError
 
     def write_train_records(self, context, path):
@@ -154,13 +154,11 @@ class Context:
     @property
     def on_tpu(self):
         """TPUs need fixed shapes: evaluation sets are padded to whole batches."""
-        import tensorflow as tf
         return isinstance(self.strategy, tf.distribute.TPUStrategy)
 
     @property
     def padding(self):
         """How this run's batches are padded: an `input_pipeline` padding; fixed on TPUs."""
-        from modeling.training import input_pipeline
         options = self.options
         if self.on_tpu or not options.dynamic_padding or not self.padding_is_inert:
             return input_pipeline.FixedPadding()
@@ -209,9 +207,7 @@ def run(task, options):
       ValueError: an option, a file or the data is wrong; the message names it. Raised
         before training starts wherever it can be known then.
     """
-    options.check()
-    compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
-    config = BertConfig.from_json_file(options.bert_config_file)
+    config = runs.read_config(options)
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
     check(task, options, config, tokenizer)
     num_examples = task.read(options, tokenizer)
@@ -224,16 +220,9 @@ def run(task, options):
     strategy = options.strategy()
     if options.do_train:
         options.check_train_batch(strategy)
-    chief = distribution.is_chief(strategy)
-    import tensorflow as tf
-    tf.io.gfile.makedirs(options.output_dir)
-    # A training run holds output_dir; evaluating the checkpoints of a run in progress, as the
-    # original's separate eval jobs do, is left free.
-    with output_lock.held(options.output_dir) if chief and options.do_train \
-            else contextlib.nullcontext():
-        with distribution.write_dir(strategy, options.output_dir) as write_dir:
-            _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_dir,
-                               num_train_steps)
+    with runs.output_dir_held(options, strategy) as (chief, write_dir):
+        _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_dir,
+                           num_train_steps)
 
 
 def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_dir,
@@ -251,9 +240,9 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         logging.info("TPUs need static shapes: every batch is padded to --max_seq_length=%d "
                      "(--dynamic_padding ignored)", options.max_seq_length)
     logging.info("Batches: %s", context.padding)
-    context.trainer = trainer = task.build_trainer(
-        strategy, config, options, max(num_train_steps, 1),
-        int(num_train_steps * options.warmup_proportion))
+    context.trainer = trainer = Trainer(
+        task, strategy, config, options.learning_rate, max(num_train_steps, 1),
+        int(num_train_steps * options.warmup_proportion), **options.trainer_options())
     head_missing = list(trainer.model.OPTIONAL_VARIABLES)
     if options.init_checkpoint:
         head_missing = trainer.init_from(options.init_checkpoint, options.allow_fewer_layers)
@@ -271,7 +260,7 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
         trainer.train(dataset_fn, options.train_batch_size, options.output_dir, num_train_steps,
                       options.iterations_per_loop, options.save_checkpoints_steps,
                       options.keep_checkpoint_max)
-        keep_original(trainer, write_dir)
+        runs.keep_original(trainer, write_dir)
         head_missing = []
     elif trainer.restore_latest(options.output_dir):
         head_missing = []
@@ -285,15 +274,6 @@ def _run_in_output_dir(task, options, config, tokenizer, strategy, chief, write_
     if options.export_dir:
         save_export(task.export_module(context), head_missing, options,
                     options.export_dir if chief else os.path.join(write_dir, "export"))
-
-
-def keep_original(trainer, write_dir):
-    """Writes the model in the original name-based format with its Adam slots to
-    <write_dir>/export/bert_model.ckpt (`distribution.write_dir`: output_dir on the chief),
-    for the original tools and the other scripts."""
-    path = os.path.join(write_dir, ORIGINAL_CHECKPOINT_DIR, "bert_model.ckpt")
-    trainer.export_original(path)
-    logging.info("Original-format checkpoint: %s", path)
 
 
 def save_export(module, head_missing, options, export_dir):

@@ -3,7 +3,8 @@
 A step is the original's: forward, the task's loss over the *global* batch, gradients summed
 over replicas, clipped to global norm 1.0, the original optimizer. Each replica normalizes its
 share of the loss by global counts (all-reduced before the forward pass), so N replicas compute
-the update one device computes for the same batch. Tasks subclass `Trainer` with their loss.
+the update one device computes for the same batch. What is trained, the model and its loss, is
+an `Objective` (a fine-tuning task, a pre-training objective) that the one `Trainer` takes.
 """
 import math
 import os
@@ -20,18 +21,16 @@ from modeling.checkpoints import name_based
 from modeling.training import checkpoint_dir
 from modeling.training import distribution
 from modeling.training import optimization
+from modeling.training.objective import SUM
 from modeling.training.progress import PassProgress, TrainingProgress
-
-SUM = tf.distribute.ReduceOp.SUM
 
 
 class Trainer:
-    """Owns a task's model, optimizer, checkpoints and compiled loops.
+    """Owns an objective's model, optimizer, checkpoints and compiled loops.
 
-    Subclasses define:
-      METRICS: names of the per-step values summed over a loop ("loss" among them).
-      build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts),
-      loop_scalars(totals, steps).
+    The objective (`objective.Objective`) builds the model and defines the loss: its METRICS,
+    build_model(config), global_counts(batch), replica_loss(outputs, batch, *counts) and
+    loop_scalars(totals, steps).
 
     The model declares what the trainer needs to know about its variables:
       OPTIONAL_VARIABLES: checkpoint names of head variables a pre-trained checkpoint lacks.
@@ -39,17 +38,17 @@ class Trainer:
         (the pooler, for span heads); the original's optimizer skips their None gradients,
         so they get no update and no weight decay.
     """
-    METRICS = ("loss",)
 
-    def __init__(self, strategy, config, learning_rate, num_train_steps, num_warmup_steps,
-                 use_xla=False, seed=12345, optimizer="adamw", num_accumulation_steps=1,
-                 progress_seconds=30.0):
+    def __init__(self, objective, strategy, config, learning_rate, num_train_steps,
+                 num_warmup_steps, use_xla=False, seed=12345, optimizer="adamw",
+                 num_accumulation_steps=1, progress_seconds=30.0):
+        self.objective = objective
         self.strategy = strategy
         self.progress_seconds = progress_seconds
         self.num_accumulation_steps = num_accumulation_steps
         keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
-            self.model = self.build_model(config)
+            self.model = objective.build_model(config)
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps, optimizer)
             self.optimizer.build(self.trained_variables)
@@ -69,28 +68,11 @@ class Trainer:
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
                                          autograph=False)
 
-    def build_model(self, config):
-        raise NotImplementedError
-
     @property
     def trained_variables(self):
         """The model's trainable variables but those under its UNTRAINED_PREFIXES."""
         return [v for v in self.model.trainable_variables
                 if not name_based.checkpoint_name(v).startswith(self.model.UNTRAINED_PREFIXES)]
-
-    def global_counts(self, batch):
-        """All-reduced counts the loss is normalized by: by default the global batch size.
-        (A sync point, so it stays outside any nested, possibly XLA-compiled, function.)"""
-        context = tf.distribute.get_replica_context()
-        return (context.all_reduce(SUM, tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)),)
-
-    def replica_loss(self, outputs, batch, *counts):
-        """Returns (this replica's share of the global loss, dict of METRICS but "loss")."""
-        raise NotImplementedError
-
-    def loop_scalars(self, totals, steps):
-        """What a loop of `steps` steps logs, from the METRICS summed over it."""
-        return {"loss": totals["loss"] / steps}
 
     @property
     def global_step(self):
@@ -142,7 +124,7 @@ class Trainer:
         variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            loss, metrics = self.replica_loss(outputs, batch, *counts)
+            loss, metrics = self.objective.replica_loss(outputs, batch, *counts)
             scaled_loss = loss * loss_scale  # keeps float16 gradients from underflowing
         gradients = tape.gradient(scaled_loss, variables)
         # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
@@ -151,7 +133,7 @@ class Trainer:
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
-        counts = self.global_counts(batch)
+        counts = self.objective.global_counts(batch)
         if self.num_accumulation_steps == 1:
             gradients, metrics = self._forward_backward(batch, counts, scale)
         else:
@@ -185,14 +167,15 @@ class Trainer:
                            for name, value in batch.items()}
             micro_gradients, micro_metrics = self._forward_backward(micro_batch, counts, scale)
             return (index + 1, [total + g for total, g in zip(gradients, micro_gradients)],
-                    {key: metrics[key] + micro_metrics[key] for key in self.METRICS})
+                    {key: metrics[key] + micro_metrics[key] for key in self.objective.METRICS})
 
         # One iteration at a time: the loop's default runs up to 10 at once wherever nothing
         # orders them, and the micro-batches' forward passes depend on nothing of each other.
         _, gradients, metrics = tf.while_loop(
             lambda index, *_: index < self.num_accumulation_steps, add_micro_batch,
             (tf.constant(0), [tf.zeros_like(v) for v in self.trained_variables],
-             {key: tf.constant(0.0) for key in self.METRICS}), parallel_iterations=1)
+             {key: tf.constant(0.0) for key in self.objective.METRICS}),
+            parallel_iterations=1)
         return gradients, metrics
 
     # A while loop as written, and the step traced as written: AutoGraph's conversion of the
@@ -225,7 +208,8 @@ class Trainer:
             # next one.
             return tf.logical_and(step < steps, tf.math.is_finite(loss_before_last_step))
 
-        totals = {key: tf.constant(0.0) for key in dict.fromkeys(self.METRICS + ("examples",))}
+        totals = {key: tf.constant(0.0)
+                  for key in dict.fromkeys(self.objective.METRICS + ("examples",))}
         _, totals, _, diverged_at = tf.while_loop(
             going_on, train_step,
             (tf.constant(0), totals, tf.constant(0.0), tf.constant(0, tf.int64)))
@@ -318,7 +302,7 @@ class Trainer:
                                      manager)
             elapsed = time.time() - start
             step = self.global_step
-            scalars = dict(self.loop_scalars(totals, steps),
+            scalars = dict(self.objective.loop_scalars(totals, steps),
                            learning_rate=self.optimizer.learning_rate_at(step - 1))
             scalars["examples_per_second"] = totals["examples"] / elapsed
             progress.done(steps, elapsed)
@@ -460,6 +444,37 @@ class Trainer:
                   else concatenate_padded(values) for name, values in parts.items()}
         order = np.argsort(arrays["example_index"], kind="stable")
         return {name: value[order] for name, value in arrays.items()}
+
+    @tf.function(autograph=False)
+    def _metrics_step(self, batch):
+        def step(batch):
+            outputs = self.model(batch, training=False)
+            loss, metrics = self.objective.replica_loss(outputs, batch,
+                                                        *self.objective.global_counts(batch))
+            return dict(metrics, loss=loss)
+        per_replica = self.strategy.run(step, args=(batch,))
+        return {key: self.strategy.reduce(SUM, value, axis=None)
+                for key, value in per_replica.items()}
+
+    def metric_sums(self, dataset, max_batches, what="eval"):
+        """The objective's METRICS over the first `max_batches` batches of `dataset` (global
+        batches, in order), the model not training: each batch's loss is normalized by its own
+        `global_counts`, as in a step.
+
+        Returns:
+          (dict: each METRIC summed over the batches (float), the number of batches read).
+        """
+        totals, batches = {}, 0
+        progress = PassProgress(what, max_batches, "batches", self.progress_seconds)
+        for batch in distribution.per_replica_batches(self.strategy, shard_by_data(dataset)):
+            if batches >= max_batches:
+                break
+            for key, value in self._metrics_step(batch).items():
+                totals[key] = totals.get(key, 0.0) + float(value)
+            batches += 1
+            progress.add(1)
+        progress.finish()
+        return totals, batches
 
     def export_original(self, path):
         """Writes the model, its Adam slots and `global_step` in the original name-based format,

@@ -7,7 +7,7 @@ from modeling.export.base import ServingModule, checked_rows, label_table
 from modeling.text.graph_tokenizer import GraphTokenizer
 
 
-class TaggerExport(ServingModule):
+class NerExport(ServingModule):
     """A `BertTokenClassifier` (NER) behind a raw-text signature.
 
     serving_default: string `text` [B], words separated by whitespace -> string `tags`
@@ -25,7 +25,7 @@ class TaggerExport(ServingModule):
                  doc_stride=None):
         """`doc_stride`: pieces from one window's start to the next, as run_ner.py's
         --doc_stride; None for its default, half a window."""
-        super().__init__(model, name="tagger_export")
+        super().__init__(model, name="ner_export")
         self.tokenizer = GraphTokenizer(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
         self.doc_stride = ner_data.window_stride(max_seq_length, doc_stride)
