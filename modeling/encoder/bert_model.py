@@ -42,7 +42,7 @@ class BertModel(keras.Model):
         """
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.embeddings = layers.BertEmbeddings(self.config)
         self.encoder = layers.Encoder(self.config)
         self.pooler = layers.Pooler(self.config)

@@ -96,6 +96,12 @@ class BertConfig:
         return cls(**json_object)
 
     @classmethod
+    def coerce(cls, config):
+        """`config` itself, or the config of its dict: what a model's constructor gets, from code
+        or from Keras' deserialization of its `get_config`."""
+        return config if isinstance(config, cls) else cls.from_dict(config)
+
+    @classmethod
     def from_json_file(cls, json_file):
         """Reads `bert_config.json`; errors name the file."""
         data = read_json_object(json_file)

@@ -26,7 +26,7 @@ class BertClassifier(keras.Model):
     def __init__(self, config, num_labels, regression=False, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         if regression and num_labels != 1:
             raise ValueError(f"a regression head has one output, got num_labels={num_labels}")
         self.num_labels, self.regression = num_labels, regression

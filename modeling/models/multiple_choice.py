@@ -29,7 +29,7 @@ class BertMultipleChoice(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.bert = BertModel(self.config)
         self.dropout = layers.Dropout(heads.HEAD_DROPOUT_PROB)
         self.output_weights, self.output_bias = layers.root_output_variables(self.config, 1)

@@ -29,7 +29,7 @@ class BertTokenClassifier(keras.Model):
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_token_classifier")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.num_labels = num_labels
         self.bert = BertModel(self.config)
         self.dropout = layers.Dropout(heads.HEAD_DROPOUT_PROB)

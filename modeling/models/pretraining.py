@@ -36,7 +36,7 @@ class BertPretrainer(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.bert = BertModel(self.config)
         self.masked_lm = MaskedLMHead(self.config, self.bert.get_embedding_table())
         self.next_sentence = NextSentenceHead(self.config)
@@ -96,7 +96,7 @@ class BertMaskedLM(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_masked_lm")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.bert = BertModel(self.config)
         self.masked_lm = MaskedLMHead(self.config, self.bert.get_embedding_table())
         self.built = True
@@ -155,7 +155,7 @@ class BertLeftToRightLM(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_left_to_right_lm")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         if not self.config.causal_attention:
             raise ValueError("a left-to-right model needs a config with causal_attention: "
                              "true, or every position would see the token it predicts")

@@ -25,7 +25,7 @@ class BertSpanModel(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_span_model")
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, BertConfig) else BertConfig.from_dict(config)
+        self.config = BertConfig.coerce(config)
         self.bert = BertModel(self.config)
         self.squad = SquadHead(self.config)
         self.built = True
