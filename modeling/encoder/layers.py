@@ -206,36 +206,11 @@ class BertEmbeddings(keras.layers.Layer):
         dtype = self.compute_dtype
         # The original multiplies one-hot matrices by the tables; gathers give the same numbers.
         output = tf.cast(tf.gather(self.word_embeddings, layout.rows(input_ids)), dtype)
-        if training:
-            output += self._type_and_position_for_training(token_type_ids, layout)
-        else:
-            output += tf.cast(tf.gather(self.token_type_embeddings,
-                                        layout.rows(token_type_ids)), dtype)
-            output += tf.cast(tf.gather(self.position_embeddings, layout.positions()), dtype)
+        output += tf.cast(tf.gather(self.token_type_embeddings, layout.rows(token_type_ids)),
+                          dtype)
+        output += tf.cast(tf.gather(self.position_embeddings, layout.positions()), dtype)
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
-
-    def _type_and_position_for_training(self, token_type_ids, layout):
-        """The token-type and position embeddings of the rows, as `call` gathers them, in a
-        form whose gradient is cheaper: a gather's gradient is summed per table row by a
-        segment sum, a slow single pass even for a 2-row table, where one-hot rows times the
-        table are its rows exactly, with a [types, n] x [n, H] product as the gradient."""
-        dtype = self.compute_dtype
-        token_types = tf.one_hot(layout.rows(token_type_ids), self.config.type_vocab_size)
-        return (tf.cast(tf.matmul(token_types, self.token_type_embeddings), dtype)
-                + tf.cast(_position_rows(self.position_embeddings, layout), dtype))
-
-
-def _position_rows(table, layout):
-    """table[position of each row of `layout`], float [n, H], from the [P, H] position table.
-    The gradient is summed over the batch's sequences ([B, T, H] -> [T, H]) instead of by a
-    segment sum over rows."""
-    @tf.custom_gradient
-    def gather(first_rows):
-        def gradient(upstream):
-            return tf.reduce_sum(layout.batch(upstream), axis=0)  # [T, H]
-        return tf.gather(first_rows, layout.positions()), gradient
-    return gather(table[:layout.seq_length])
 
 
 def attention_adder(input_mask, dtype):
@@ -306,16 +281,12 @@ class SelfAttention(keras.layers.Layer):
           context: float Tensor [q, H].
           probs: float Tensor [B, N, Tq, T], the attention probabilities before dropout.
         """
-        scale = 1.0 / math.sqrt(float(self.size_per_head))
-        # In training the scale multiplies the query instead of the scores (`_scaled_queries`).
-        queries = self._scaled_queries(query_rows, scale) if training else self.query(query_rows)
-        query = self._split_heads(query_layout.batch(queries))  # [B, N, Tq, D]
+        query = self._split_heads(query_layout.batch(self.query(query_rows)))  # [B, N, Tq, D]
         key = self._split_heads(key_layout.batch(self.key(key_rows)))  # [B, N, T, D]
         value = self._split_heads(key_layout.batch(self.value(key_rows)))  # [B, N, T, D]
 
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, Tq, T]
-        if not training:
-            scores *= tf.cast(scale, scores.dtype)
+        scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
         scores += tf.cast(attention_adder, scores.dtype)
         probs = tf.nn.softmax(scores)
         # This drops whole tokens to attend to, as in the Transformer paper.
@@ -328,15 +299,6 @@ class SelfAttention(keras.layers.Layer):
         shape = tf.shape(context)
         context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.size_per_head])
         return query_layout.rows(context), probs
-
-    def _scaled_queries(self, query_rows, scale):
-        """The query projection times `scale`, the scale folded into its kernel and bias: a
-        pass over [H, H] weights instead of one over the [B, N, Tq, T] scores and one over
-        their gradient."""
-        dtype = self.compute_dtype
-        return tf.nn.bias_add(
-            tf.matmul(query_rows, tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
-            tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
 
 
 def dropped_attention(probs, value, keep, scale):
