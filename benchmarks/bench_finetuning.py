@@ -274,6 +274,20 @@ def read_results(path):
             (line.split(" = ") for line in path.read_text().splitlines())}
 
 
+def minilm_mrpc_flags(model, data, output, epochs, cache):
+    """run_classifier.py's flags for a timed MRPC run of the converted MiniLM in `model`: one
+    training step a progress line, checkpoints and evaluation left out (bench_first_step.py and
+    bench_speedups.py); add a configuration's flags."""
+    return ["run_classifier.py", "--task_name=MRPC", f"--data_dir={data}",
+            f"--vocab_file={model / 'vocab.txt'}",
+            f"--bert_config_file={model / 'bert_config.json'}",
+            f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
+            "--do_train=true", "--do_lower_case=true", f"--max_seq_length={SEQ}",
+            f"--train_batch_size={BATCH}", "--learning_rate=2e-5",
+            f"--num_train_epochs={epochs}", "--seed=1", "--save_checkpoints_steps=100000",
+            "--iterations_per_loop=1000", f"--xla_cache_dir={cache}", "--progress_seconds=1e-9"]
+
+
 def run_ours(task, config, seed, args, model, data, work):
     script, _, learning_rate = TASKS[task]
     output = work / f"{task}_{config}_{seed}"

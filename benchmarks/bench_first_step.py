@@ -122,17 +122,10 @@ def step_parts(log_text):
 
 def run_once(model, data, cache, work, precision):
     """The log of one first step of run_classifier.py (and the step's parts)."""
-    from bench_finetuning import run_child
+    from bench_finetuning import minilm_mrpc_flags, run_child
     output = tempfile.mkdtemp(dir=work)
-    flags = ["run_classifier.py", "--task_name=MRPC", f"--data_dir={data}",
-             f"--vocab_file={model / 'vocab.txt'}",
-             f"--bert_config_file={model / 'bert_config.json'}",
-             f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
-             "--do_train=true", "--do_lower_case=true", "--max_seq_length=128",
-             "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=0.1",
-             "--seed=1", "--save_checkpoints_steps=100000", "--dynamic_padding=true",
-             "--bucket_by_length=true", f"--precision={precision}",
-             f"--xla_cache_dir={cache}", "--progress_seconds=1e-9"]
+    flags = minilm_mrpc_flags(model, data, output, 0.1, cache) + [
+        "--dynamic_padding=true", "--bucket_by_length=true", f"--precision={precision}"]
     log = pathlib.Path(output) / "log"
     code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
                           "--", *flags], log,

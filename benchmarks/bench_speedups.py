@@ -164,16 +164,9 @@ def in_process(args, variants):
 
 def run_once(variant, config_flags, epochs, model, data, cache, work):
     """(first step s, later steps' s/step) of one run of `variant`."""
-    from bench_finetuning import run_child, training_seconds
+    from bench_finetuning import minilm_mrpc_flags, run_child, training_seconds
     output = tempfile.mkdtemp(dir=work)
-    flags = ["run_classifier.py", "--task_name=MRPC", f"--data_dir={data}",
-             f"--vocab_file={model / 'vocab.txt'}",
-             f"--bert_config_file={model / 'bert_config.json'}",
-             f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
-             "--do_train=true", "--do_lower_case=true", "--max_seq_length=128",
-             "--train_batch_size=32", "--learning_rate=2e-5", f"--num_train_epochs={epochs}",
-             "--seed=1", "--save_checkpoints_steps=100000", "--iterations_per_loop=1000",
-             f"--xla_cache_dir={cache}", "--progress_seconds=1e-9", *config_flags]
+    flags = minilm_mrpc_flags(model, data, output, epochs, cache) + list(config_flags)
     log = pathlib.Path(output) / "log"
     code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
                           variant, "--", *flags], log, {"CUDA_VISIBLE_DEVICES": ""})
