@@ -6,9 +6,13 @@ import sys
 from conftest import ROOT
 
 SCRIPT = """
+import gc
 import sys
 from modeling.runtime import cli
 def main(argv):
+    if sys.argv[1:] == ["frozen"]:
+        print(gc.get_freeze_count())
+        return
     if sys.argv[1:] == ["value"]:
         raise ValueError("--max_seq_length=600 exceeds 512")
     if sys.argv[1:] == ["missing"]:
@@ -37,3 +41,10 @@ def test_a_bug_keeps_its_traceback(tmp_path):
     process = _run(tmp_path, "bug")
     assert process.returncode == 1
     assert "Traceback" in process.stderr and "KeyError: 'a bug'" in process.stderr
+
+
+def test_what_the_imports_made_is_frozen_before_main(tmp_path):
+    """Full collections skip the modules' objects (`cli.run`): the main finds them frozen."""
+    process = _run(tmp_path, "frozen")
+    assert process.returncode == 0, process.stderr
+    assert int(process.stdout) > 10_000  # absl and the standard library's modules alone

@@ -1,5 +1,6 @@
 """What every script shares: user errors (and a full disk) become one line on stderr and exit
 status 2."""
+import gc
 import os
 import sys
 
@@ -39,4 +40,8 @@ def run(main):
             return main(argv)
         except (ValueError, FileNotFoundError, files.OutOfSpace) as error:
             _fail(error)
+    # What the imports made (TensorFlow's and Keras' modules, millions of objects) lives as
+    # long as the process: frozen, Python's full collections stop walking it again and again
+    # (measured: 0.9 s of collections a fine-tuning run, 0.2 s of them in its first step).
+    gc.freeze()
     app.run(guarded, flags_parser=_parse_flags)
