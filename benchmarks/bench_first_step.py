@@ -19,11 +19,13 @@ Medians over the runs, cold and warm interleaved, with the machine's matmul peak
 same run. The peer's first step is printed by `bench_finetuning.py --with_peer`.
 """
 import argparse
+import atexit
 import collections
 import json
 import pathlib
 import re
 import runpy
+import shutil
 import statistics
 import sys
 import tempfile
@@ -71,7 +73,6 @@ def child(script_and_flags):
     """Runs the script with the step's parts timed and their graph operations counted; prints
     them as one JSON line at exit."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    import atexit
     from tensorflow.python.eager import backprop
     from tensorflow.python.framework import ops
 
@@ -132,6 +133,7 @@ def run_once(model, data, cache, work, precision):
                          {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "meta_optimizer=1",
                           "CUDA_VISIBLE_DEVICES": ""})
     text = log.read_text("utf-8", errors="replace")
+    shutil.rmtree(output, ignore_errors=True)  # its checkpoint: 270 MB a run
     if code:
         sys.exit(f"run_classifier.py failed with {code}; its log ends:\n{text[-3000:]}")
     return phases(text), step_parts(text)
@@ -150,6 +152,7 @@ def main():
 
     from bench_finetuning import DATA, convert_minilm, matmul_peaks, subset_mrpc
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_first_step_"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the model, data, caches
     model = convert_minilm(work)
     data = subset_mrpc(DATA / "glue" / "MRPC", work / "mrpc", 320)
     peaks = matmul_peaks()

@@ -26,9 +26,11 @@ variant's MiniLM classifier (random weights) built and traced in one process, th
 same synthetic MRPC-like batches, the variants alternating batch by batch.
 """
 import argparse
+import atexit
 import contextlib
 import pathlib
 import runpy
+import shutil
 import statistics
 import sys
 import tempfile
@@ -171,6 +173,7 @@ def run_once(variant, config_flags, epochs, model, data, cache, work):
     code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
                           variant, "--", *flags], log, {"CUDA_VISIBLE_DEVICES": ""})
     text = log.read_text("utf-8", errors="replace")
+    shutil.rmtree(output, ignore_errors=True)  # its checkpoint: 270 MB a run
     if code:
         sys.exit(f"{variant}: run_classifier.py failed with {code}; its log ends:\n"
                  f"{text[-3000:]}")
@@ -211,6 +214,7 @@ def main():
     if args.config not in CONFIGS:
         parser.error(f"--config: unknown {args.config!r}; expected one of {sorted(CONFIGS)}")
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_speedups_"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the model, data, caches
     model = convert_minilm(work)
     data = subset_mrpc(DATA / "glue" / "MRPC", work / "mrpc", 320)
     caches = {variant: work / f"xla_cache_{variant}" for variant in variants}
