@@ -5,9 +5,8 @@ assigned after the compiled pass, and run op by op, in one process.
   python benchmarks/bench_adam_update.py --seq_length=128 --rounds=6
 
 Three identical MiniLM classifiers (22.7M weights, random), trained by:
-- the library's `AdamWeightDecay`: each large variable's weights and slots computed and assigned
-  by one XLA-compiled call (XLA writes into the variables' buffers), the small ones by one call
-  together;
+- the library's `AdamWeightDecay`: each variable's weights and slots computed and assigned by
+  one XLA-compiled call (XLA writes into the variables' buffers);
 - a subclass whose compiled calls return the new values, assigned after each call (the library
   before this benchmark's third column: a new buffer for every result at every step);
 - a subclass that runs the same formula one TensorFlow operation at a time for every variable,
@@ -39,13 +38,12 @@ MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
 
 def _assign_after(new_values):
     """An `_assign_new_values` that assigns what `new_values` (the formula) returns."""
-    def assign_new_values(self, slots, gradients, learning_rate, step, decays, scale,
+    def assign_new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale,
                           condition):
-        for variables, gradient, decay in zip(slots, gradients, decays):
-            new = new_values(self, *(v.read_value() for v in variables), gradient,
-                             learning_rate, step, decay, scale)
-            for variable, value in zip(variables, new):
-                variable.assign(value)
+        new = new_values(self, *(variable.read_value() for variable in (weights, m, v)),
+                         gradient, learning_rate, step, decays, scale)
+        for variable, value in zip((weights, m, v), new):
+            variable.assign(value)
         return step
     return assign_new_values
 
@@ -59,18 +57,6 @@ class AssignedAfterAdamWeightDecay(optimization.AdamWeightDecay):
 class OpByOpAdamWeightDecay(optimization.AdamWeightDecay):
     """The library's own formula, run op by op for every variable."""
     _assign_new_values = _assign_after(optimization.AdamWeightDecay._new_values)
-
-
-class SmallOpByOpAdamWeightDecay(optimization.AdamWeightDecay):
-    """Each large variable by its compiled call, the small ones by the formula op by op."""
-    _assign_small = _assign_after(optimization.AdamWeightDecay._new_values)
-
-    def _update_small(self, first, gradients, variables, learning_rate):
-        self._assign_new_values = self._assign_small
-        try:
-            super()._update_small(first, gradients, variables, learning_rate)
-        finally:
-            del self._assign_new_values  # the class's compiled one again
 
 
 def compiled_steps(optimizer_class, batch):
@@ -127,8 +113,7 @@ def main():
              "label_ids": tf.constant(rng.integers(0, 2, shape[:1]), tf.int32)}
     jobs = {"in place": compiled_steps(optimization.AdamWeightDecay, batch),
             "assigned after": compiled_steps(AssignedAfterAdamWeightDecay, batch),
-            "op by op": compiled_steps(OpByOpAdamWeightDecay, batch),
-            "small op by op": compiled_steps(SmallOpByOpAdamWeightDecay, batch)}
+            "op by op": compiled_steps(OpByOpAdamWeightDecay, batch)}
     peak_before = matmul_peak()
     steps = {name: [] for name in jobs}
     updates = {name: [] for name in jobs}

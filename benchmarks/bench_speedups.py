@@ -12,8 +12,9 @@ A variant is the library with one speed-up taken out, replaced before the script
   LayerNorm, by Keras' layers op by op, as inference computes them (instead of `fused`'s
   compiled passes with their own backward passes);
 - all_positions: every position a row, padding included (instead of `token_rows.RealTokens`).
-The one-hot embeddings and the attention's scale folded into the query projection were taken
-out of the library after this benchmark measured them (history/speedups.md).
+The one-hot embeddings, the attention's scale folded into the query projection and the small
+variables' update in one compiled call were taken out of the library after this benchmark
+measured them (history/speedups.md).
 Each variant fills its own XLA cache in a first, unmeasured run of the same length, so that
 the rounds compare warm runs. Prints, per variant, the medians of the first step and of the
 later steps' seconds, and the median over rounds of the later steps' time against the

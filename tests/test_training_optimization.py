@@ -46,10 +46,10 @@ def test_clipping_uses_the_norm_of_the_summed_gradient():
 
 def test_the_update_applies_the_clipping_scale_as_clip_by_global_norm_would():
     """The trainer hands the update the clipping's factor (one pass over the gradients fewer):
-    the same weights and slots as updating with the clipped gradients, in both the compiled
-    update of large variables and the one of small ones."""
+    the same weights and slots as updating with the clipped gradients, for a matrix and a
+    bias-sized vector."""
     rng = np.random.default_rng(5)
-    shapes = [(300, 300), (7,)]  # above and below FUSED_SIZE
+    shapes = [(300, 300), (7,)]
     gradients = [tf.constant(rng.normal(size=shape) * 3, tf.float32) for shape in shapes]
     scale, norm = optimization.clip_scale(gradients)
     clipped, clipped_norm = tf.clip_by_global_norm(gradients, optimization.CLIP_NORM)
@@ -213,10 +213,10 @@ def test_compiled_updates_run_one_after_another(optimizer_class):
     """Each compiled update waits for the previous one, so the executor never holds several
     variables' temporaries at once (240 MB of peak memory on MiniLM). Another trace does not
     wait for operations of the first one's graph."""
-    shapes = [(4, 3), (optimization.FUSED_SIZE + 1,), (3,), (optimization.FUSED_SIZE, 2)]
+    shapes = [(4, 3), (70_000,), (3,), (300, 2)]
     optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
     calls = _compiled_calls(graph)
-    assert len(calls) == 3  # the two large variables, then the small ones together
+    assert len(calls) == 4  # one a variable
     for previous, call in zip(calls, calls[1:]):
         assert previous.name in _ancestors(call)
     update(gradients)
@@ -226,15 +226,16 @@ def test_compiled_updates_run_one_after_another(optimizer_class):
 
 @pytest.mark.parametrize("optimizer_class", [optimization.AdamWeightDecay, optimization.Lamb])
 def test_updates_are_compiled_calls_that_assign_in_place(optimizer_class):
-    """The formula's element-wise operations are fused by XLA, not run one by one: each large
+    """The formula's element-wise operations are fused by XLA, not run one by one: each
     variable's weights and slots are computed and assigned inside a call XLA must compile (it
-    aliases what it assigns: no new buffer a step), and every small variable's inside one
-    call together; nothing outside such calls computes on the variables or assigns them."""
-    large = optimization.FUSED_SIZE
-    shapes = [(large // 64 + 3, 64), (5,), (large + 7,), (7, 4)]
+    aliases what it assigns: no new buffer a step), all but the first by one trace that leaves
+    the shape open; nothing outside such calls computes on the variables or assigns them."""
+    shapes = [(1027, 64), (5,), (70_007,), (7, 4), (5,), (1027, 64)]
     optimizer, variables, gradients, update, graph = _traced_update(optimizer_class, shapes)
     calls = _compiled_calls(graph)
-    assert [len(_assigned(call)) for call in calls] == [3, 3, 6]
+    assert [len(_assigned(call)) for call in calls] == [3] * len(shapes)
+    traced = [call.node_def.attr["f"].func.name for call in calls]
+    assert len(set(traced)) == 2  # the first shape's, then one for any shape
     elementwise = {"Mul", "AddV2", "Sub", "RealDiv", "Sqrt", "Square", "Pow"}
     assert not [op for op in graph.get_operations()
                 if op.type in elementwise and op.outputs[0].shape.num_elements() != 1]

@@ -14,15 +14,6 @@ from modeling import internals
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 CLIP_NORM = 1.0
-# Variables of at least this many elements are updated by an XLA-compiled pass each. Smaller
-# ones (biases, LayerNorm) are updated all together by one compiled pass: op by op, their
-# update is a thousand operations a step, whose time is the launches, not the memory.
-FUSED_SIZE = 1 << 16
-
-
-def is_large(tensor):
-    size = tensor.shape.num_elements()
-    return size is None or size >= FUSED_SIZE
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -71,10 +62,14 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     replicas (and clipped, as the original clips the global gradient): see
     `modeling.training.trainer`. Keras would sum them once more; this optimizer does not.
 
-    Inside a compiled step, each compiled update (a large variable's, or the small ones'
-    together) waits for the previous one's assignments. Left free, TF's executor evaluates
-    many variables' element-wise temporaries at once, which raises a training step's peak
-    memory without making the update faster (benchmarks/history/adam_update.md).
+    Each variable is updated by a compiled call of its own, and inside a compiled step each
+    call waits for the previous one's assignments. Left free, TF's executor evaluates many
+    variables' element-wise temporaries at once, which raises a training step's peak memory
+    without making the update faster (benchmarks/history/adam_update.md). The calls share
+    their traces (after the first shape, one that leaves the shape open; XLA compiles each
+    shape). Updating the small variables (biases, LayerNorm) together in one call instead
+    traced each one's formula: 1.3 s more of a run's first step, for a step 1.01x faster on
+    TF 2.21 and no faster on tf-nightly (benchmarks/history/speedups.md).
     """
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
@@ -132,48 +127,26 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
 
     def update_step(self, gradient, variable, learning_rate):
-        self._update_together([(gradient, variable)], learning_rate)
+        """Updates `variable` and its slots by one compiled call that assigns them in place."""
+        with tf.control_dependencies(self._previous_assignments):
+            index = internals.variable_index(self, variable)
+            dtype = variable.dtype
+            scale = 1.0 if self._gradient_scale is None else self._gradient_scale
+            done = self._assign_new_values(
+                variable, _beside(self.adam_m[index], variable),
+                _beside(self.adam_v[index], variable),
+                tf.convert_to_tensor(gradient),  # dense, as the original's
+                tf.cast(learning_rate, dtype), tf.cast(self.iterations + 1, dtype),
+                self.decays[index], tf.cast(scale, dtype), self._apply_condition)
+        self._previous_assignments = [done]
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        small = []
         for gradient, variable in grads_and_vars:
-            if is_large(variable):
-                distribution.extended.update(variable, self._update_step_of,
-                                             args=(gradient, learning_rate), group=False)
-            else:
-                small.append((gradient, variable))
-        if small:
-            # On each replica's device, as the first small variable's update: the strategy
-            # hands the function that replica's gradients.
-            gradients, variables = zip(*small)
-            distribution.extended.update(variables[0], self._update_small,
-                                         args=(list(gradients), list(variables), learning_rate),
-                                         group=False)
+            distribution.extended.update(variable, self._update_step_of,
+                                         args=(gradient, learning_rate), group=False)
 
     def _update_step_of(self, variable, gradient, learning_rate):
         return self.update_step(gradient, variable, learning_rate)
-
-    def _update_small(self, first, gradients, variables, learning_rate):
-        self._update_together([(gradient, _beside(variable, first))
-                               for gradient, variable in zip(gradients, variables)],
-                              learning_rate)
-
-    def _update_together(self, pairs, learning_rate):
-        """Updates the variables of (gradient, variable) pairs, and their slots, by one
-        compiled pass that assigns them in place."""
-        with tf.control_dependencies(self._previous_assignments):
-            variables = [variable for _, variable in pairs]
-            indices = [internals.variable_index(self, variable) for variable in variables]
-            dtype = variables[0].dtype
-            scale = 1.0 if self._gradient_scale is None else self._gradient_scale
-            slots = [(variable, _beside(self.adam_m[i], variable),
-                      _beside(self.adam_v[i], variable)) for variable, i in zip(variables, indices)]
-            gradients = [tf.convert_to_tensor(g) for g, _ in pairs]  # dense, as the original's
-            done = self._assign_new_values(
-                slots, gradients, tf.cast(learning_rate, dtype),
-                tf.cast(self.iterations + 1, dtype), tuple(self.decays[i] for i in indices),
-                tf.cast(scale, dtype), self._apply_condition)
-        self._previous_assignments = [done]
 
     # Compiled, the formula's dozen element-wise operations become passes over memory that
     # write only the results, and write them into the variables' own buffers (XLA aliases a
@@ -182,19 +155,18 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     # (benchmarks/bench_adam_update.py). XLA contracts a·b + c into fused multiply-adds, which
     # round once where the separate operations rounded twice.
     @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-    def _assign_new_values(self, slots, gradients, learning_rate, step, decays, scale,
+    def _assign_new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale,
                            condition):
-        """Assigns each (weights, m, v) of `slots` its new values; where `condition` (a bool
-        tensor a training step may set, e.g. "the loss-scaled gradients are finite") is
-        False, every variable keeps its value, so a skipped step changes neither weights nor
-        slots."""
-        for variables, gradient, decay in zip(slots, gradients, decays):
-            old = [variable.read_value() for variable in variables]
-            new = self._new_values(*old, gradient, learning_rate, step, decay, scale)
-            for variable, value, previous in zip(variables, new, old):
-                if condition is not None:
-                    value = tf.where(condition, value, previous)
-                variable.assign(value)
+        """Assigns the variable `weights` and its slots `m` and `v` their new values; where
+        `condition` (a bool tensor a training step may set, e.g. "the loss-scaled gradients
+        are finite") is False, all three keep their values, so a skipped step changes neither
+        weights nor slots."""
+        old = [variable.read_value() for variable in (weights, m, v)]
+        new = self._new_values(*old, gradient, learning_rate, step, decays, scale)
+        for variable, value, previous in zip((weights, m, v), new, old):
+            if condition is not None:
+                value = tf.where(condition, value, previous)
+            variable.assign(value)
         return step
 
     def _new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale):
@@ -287,12 +259,7 @@ def clip_scale(gradients):
       (scale, global norm before clipping): float32 scalars.
     """
     present = [g for g in gradients if g is not None]
-    # As tf.linalg.global_norm sums them, the small gradients' squares by one compiled pass.
-    halves = [tf.nn.l2_loss(g) for g in present if is_large(g)]
-    small = [g for g in present if not is_large(g)]
-    if small:
-        halves.append(_half_squared_norm(small))
-    norm = tf.sqrt(tf.add_n(halves) * 2.0)
+    norm = tf.sqrt(tf.add_n([tf.nn.l2_loss(g) for g in present]) * 2.0)  # as global_norm
     scale = CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / CLIP_NORM)
     return scale + (norm - norm), norm
 
@@ -321,7 +288,3 @@ def _beside(slot, variable):
         return slot
     return next(component for component in components if component.device == variable.device)
 
-
-@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-def _half_squared_norm(tensors):
-    return tf.add_n([tf.reduce_sum(tf.square(t)) for t in tensors]) / 2.0
