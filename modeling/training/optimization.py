@@ -221,7 +221,10 @@ class Lamb(AdamWeightDecay):
         update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
         if decays:
             update += self.weight_decay_rate * weights
-            weight_norm, update_norm = tf.norm(weights), tf.norm(update)
+            # Summed as tf.norm sums, written out: the update's trace may leave the rank
+            # open, which tf-nightly's tf.norm cannot take.
+            weight_norm, update_norm = (tf.sqrt(tf.reduce_sum(tf.square(x)))
+                                        for x in (weights, update))
             ratio = tf.where(weight_norm > 0.0,
                              tf.where(update_norm > 0.0, weight_norm / update_norm, 1.0), 1.0)
             update *= ratio
