@@ -83,10 +83,6 @@ def child(variant, script_and_flags):
         runpy.run_path(script_and_flags[0], run_name="__main__")
 
 
-MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-              intermediate_size=1536, hidden_act="gelu_exact")
-
-
 def synthetic_batches(count, bucketed, seed=0):
     """`count` batches of 32 MRPC-like pairs: lengths about N(53, 12) pieces; sorted by length
     before batching where `bucketed`, each batch cut to its longest."""
@@ -110,6 +106,7 @@ def traced_step(variant, batches):
     """A MiniLM classifier's training step (forward, backward, clipping, the update) built and
     traced with `variant`'s replacements, run once on every batch (XLA compiles each shape)."""
     import tensorflow as tf
+    from bench_adam_update import MINILM
 
     from modeling import BertConfig
     from modeling.models.classifier import BertClassifier

@@ -261,8 +261,7 @@ def clip_scale(gradients):
     Returns:
       (scale, global norm before clipping): float32 scalars.
     """
-    present = [g for g in gradients if g is not None]
-    norm = tf.sqrt(tf.add_n([tf.nn.l2_loss(g) for g in present]) * 2.0)  # as global_norm
+    norm = tf.linalg.global_norm(gradients)  # skips the None entries
     scale = CLIP_NORM * tf.minimum(1.0 / norm, 1.0 / CLIP_NORM)
     return scale + (norm - norm), norm
 
