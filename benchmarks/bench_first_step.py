@@ -9,12 +9,13 @@ fastest configuration runs. Each run is a process of its own, twice: with an emp
 --xla_cache_dir (cold: a first run on a machine), then again with what it compiled (warm: a
 user's later runs). The first step, from the "Training steps" line to the "step 1/1" line, is
 cut into phases by TensorFlow's own log (`TF_CPP_VMODULE=meta_optimizer=1`):
-- tracing: Python builds the training loop's graph (until grappler starts on it); inside it,
-  the replica's step by part: the model's forward pass and loss, the gradients, the update
-  (clipping and the optimizer), with the graph operations each part created and its seconds;
-- grappler: TensorFlow's graph optimizer on the loop's graph;
-- compiling and running: XLA compiles each compiled pass (or loads it from the cache), oneDNN
-  creates its kernels, and the step runs.
+- tracing: Python builds the training loop's graph; inside it, the replica's step by part: the
+  model's forward pass and loss, the gradients, the update (clipping and the optimizer), with
+  the graph operations each part created and its seconds;
+- grappler: TensorFlow's graph optimizer on the loop's graph (0 on CPUs, where the loop runs
+  without it; `--grappler` turns it back on, for comparison);
+- compiling and running: TensorFlow instantiates the graph, XLA compiles each compiled pass (or
+  loads it from the cache), oneDNN creates its kernels, and the step runs.
 Medians over the runs, cold and warm interleaved, with the machine's matmul peaks measured in the
 same run. The peer's first step is printed by `bench_finetuning.py --with_peer`.
 """
@@ -32,7 +33,8 @@ import tempfile
 import time
 
 PARTS_MARK = "FIRST_STEP_PARTS "
-GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__train_loop")
+TRACED_MARK = "traced the training loop"
+GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__traced_train_loop")
 GRAPPLER_END = re.compile(r"meta_optimizer\.cc:\d+\] Optimized \d+ functions")
 # absl's "I1127 21:27:13.876110" and TensorFlow C++'s "I0000 00:00:1795814867.218048".
 ABSL_TIME = re.compile(r"[IWE]\d{4} (\d\d):(\d\d):(\d\d\.\d+)")
@@ -51,30 +53,37 @@ def line_seconds(line):
 
 
 def phases(log_text):
-    """{"first step", "tracing", "grappler", "compiling and running": seconds} of a run's log."""
-    start = grappler = optimized = first = None
+    """{"first step", "tracing", "grappler", "compiling and running": seconds} of a run's log.
+
+    Tracing ends at the child's TRACED_MARK; grappler (where it runs on the loop: not on CPUs,
+    `Trainer._train_loop`) from its first line on the loop to its last; the rest is compiling
+    and running."""
+    start = traced = grappler = optimized = first = None
     for line in log_text.splitlines():
         if start is None and "] Training steps " in line:
             start = line_seconds(line)
-        elif start is not None and grappler is None and GRAPPLER_START.search(line):
+        elif start is not None and traced is None and TRACED_MARK in line:
+            traced = line_seconds(line)
+        elif traced is not None and grappler is None and GRAPPLER_START.search(line):
             grappler = line_seconds(line)
         elif grappler is not None and optimized is None and GRAPPLER_END.search(line):
             optimized = line_seconds(line)
-        elif optimized is not None and re.search(r"\] step 1/\d+:", line):
+        elif traced is not None and re.search(r"\] step 1/\d+:", line):
             first = line_seconds(line)
             break
-    if None in (start, grappler, optimized, first):
-        raise ValueError("the log lacks a phase's line (Training steps, grappler, step 1)")
-    return {"first step": first - start, "tracing": grappler - start,
-            "grappler": optimized - grappler, "compiling and running": first - optimized}
+    if None in (start, traced, first) or (grappler is not None and optimized is None):
+        raise ValueError("the log lacks a phase's line (Training steps, traced, grappler, step 1)")
+    grappler_seconds = optimized - grappler if grappler is not None else 0.0
+    return {"first step": first - start, "tracing": traced - start, "grappler": grappler_seconds,
+            "compiling and running": first - traced - grappler_seconds}
 
 
-def child(script_and_flags):
+def child(script_and_flags, grappler):
     """Runs the script with the step's parts timed and their graph operations counted; prints
-    them as one JSON line at exit."""
+    them as one JSON line at exit. `grappler`: the loop's graph optimized on CPUs too."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from tensorflow.python.eager import backprop
-    from tensorflow.python.framework import ops
+    from tensorflow.python.framework import func_graph, ops
 
     from modeling.training import optimization, trainer
 
@@ -99,6 +108,17 @@ def child(script_and_flags):
         setattr(owner, name, wrapper)
 
     ops.Graph._create_op_internal = counted
+    if grappler:
+        on = trainer.graph_optimizer
+        trainer.graph_optimizer = lambda enabled: on(enabled=True)
+    trace = func_graph.func_graph_from_py_func
+
+    def traced(name, *args, **kwargs):
+        graph = trace(name, *args, **kwargs)
+        if "train_loop" in name:  # in TensorFlow's own log format, which `phases` reads
+            print(f"I0000 00:00:{time.time():.6f} {TRACED_MARK}", file=sys.stderr, flush=True)
+        return graph
+    func_graph.func_graph_from_py_func = traced
     timed(trainer.Trainer, "_train_step", "step")
     timed(backprop.GradientTape, "gradient", "gradients")
     timed(optimization.AdamWeightDecay, "apply_scaled_gradients", "update")
@@ -121,7 +141,7 @@ def step_parts(log_text):
             "update": (seconds.get("update", 0), operations.get("update", 0))}
 
 
-def run_once(model, data, cache, work, precision):
+def run_once(model, data, cache, work, precision, grappler):
     """The log of one first step of run_classifier.py (and the step's parts)."""
     from bench_finetuning import minilm_mrpc_flags, run_child
     output = tempfile.mkdtemp(dir=work)
@@ -129,7 +149,7 @@ def run_once(model, data, cache, work, precision):
         "--dynamic_padding=true", "--bucket_by_length=true", f"--precision={precision}"]
     log = pathlib.Path(output) / "log"
     code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
-                          "--", *flags], log,
+                          *(["--grappler"] if grappler else []), "--", *flags], log,
                          {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "meta_optimizer=1",
                           "CUDA_VISIBLE_DEVICES": ""})
     text = log.read_text("utf-8", errors="replace")
@@ -144,11 +164,13 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--precision", default="mixed_bfloat16",
                         choices=["float32", "mixed_bfloat16"])
+    parser.add_argument("--grappler", action="store_true",
+                        help="optimize the loop's graph with grappler, as before 2026-11-28")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("script_and_flags", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.script_and_flags)
+        return child(args.script_and_flags, args.grappler)
 
     from bench_finetuning import DATA, convert_minilm, matmul_peaks, subset_mrpc
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_first_step_"))
@@ -160,12 +182,14 @@ def main():
     for run in range(args.runs):
         cache = work / f"xla_cache_{run}"
         for kind in runs:  # cold fills the cache that warm reads
-            runs[kind].append(run_once(model, data, cache, work, args.precision))
+            runs[kind].append(run_once(model, data, cache, work, args.precision,
+                                         args.grappler))
             print(f"run {run + 1} {kind}: " + ", ".join(
                 f"{name} {value:.2f} s" for name, value in runs[kind][-1][0].items()),
                 flush=True)
 
     print(f"\nMiniLM, MRPC, 32 pairs in length buckets, --precision={args.precision}, "
+          f"grappler {'on' if args.grappler else 'off'} for the loop, "
           f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
           f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
                                               if peaks["cpu_lacks_bfloat16"] else ""))

@@ -56,6 +56,34 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny_config):
     assert losses[-1] < losses[0] - 0.5, losses
 
 
+def test_the_loop_runs_without_grappler_on_cpus_and_trains_as_with_it(tiny_config):
+    def spied(pretrainer):
+        traced = pretrainer._traced_train_loop
+
+        def spy(*args):
+            during.append(tf.config.optimizer.get_experimental_options()
+                          .get("disable_meta_optimizer"))
+            return traced(*args)
+        pretrainer._traced_train_loop = spy
+        return pretrainer
+
+    during, losses, weights = [], {}, {}
+    for on_cpus in (True, False):
+        pretrainer = spied(_pretrainer(tiny_config))
+        assert pretrainer._on_cpus  # this machine's one device
+        pretrainer._on_cpus = on_cpus  # False: as on an accelerator, grappler kept
+        iterator = distribution.per_replica_batches(
+            pretrainer.strategy, tf.data.Dataset.from_tensors(_batch(tiny_config)).repeat())
+        losses[on_cpus] = [float(pretrainer._train_loop(iterator, tf.constant(1))["loss"])
+                           for _ in range(3)]
+        weights[on_cpus] = [v.numpy() for v in pretrainer.model.trainable_variables]
+        assert not tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer")
+    assert during == [True] * 3 + [False] * 3
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-6)
+    for without, with_grappler in zip(weights[True], weights[False]):
+        np.testing.assert_allclose(without, with_grappler, rtol=1e-5, atol=1e-7)
+
+
 def _pretrainer(config, num_train_steps=100, num_warmup_steps=0, **options):
     """A `Trainer` of the original's pre-training objective."""
     return trainer.Trainer(pretraining.MaskedLMNextSentenceObjective(),

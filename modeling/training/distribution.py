@@ -82,6 +82,20 @@ def _cluster_problem(config):
     return None
 
 
+def _is_default(strategy):
+    """Whether `strategy` is TensorFlow's default (no strategy at all)."""
+    return strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+
+
+def on_cpus(strategy):
+    """Whether every replica of `strategy` runs on a CPU (the default strategy: where no
+    accelerator is visible)."""
+    if _is_default(strategy):
+        return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+    return all(tf.DeviceSpec.from_string(device).device_type == "CPU"
+               for device in strategy.extended.worker_devices)
+
+
 def per_replica_batches(strategy, dataset):
     """An iterator over `dataset`'s global batches in the form `strategy.run` takes.
 
@@ -93,10 +107,8 @@ def per_replica_batches(strategy, dataset):
     Args:
       dataset: a `tf.data.Dataset` of global batches, with the sharding options it needs.
     """
-    default = strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
-    one_cpu = (isinstance(strategy, tf.distribute.OneDeviceStrategy) and tf.DeviceSpec.from_string(
-        strategy.extended.worker_devices[0]).device_type == "CPU")
-    if default or one_cpu:
+    one_cpu = isinstance(strategy, tf.distribute.OneDeviceStrategy) and on_cpus(strategy)
+    if _is_default(strategy) or one_cpu:
         return iter(dataset)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     host_memory.restore()

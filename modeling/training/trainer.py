@@ -6,6 +6,7 @@ share of the loss by global counts (all-reduced before the forward pass), so N r
 the update one device computes for the same batch. What is trained, the model and its loss, is
 an `Objective` (a fine-tuning task, a pre-training objective) that the one `Trainer` takes.
 """
+import contextlib
 import math
 import os
 import re
@@ -23,6 +24,19 @@ from modeling.training import distribution
 from modeling.training import optimization
 from modeling.training.objective import SUM
 from modeling.training.progress import PassProgress, TrainingProgress
+
+
+@contextlib.contextmanager
+def graph_optimizer(enabled):
+    """Calls of tf.functions inside run with grappler on or off. TensorFlow keeps a
+    function's optimized graph per option set: every call of one function must be made with
+    the same setting, or its graph is optimized anew."""
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not enabled})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 class Trainer:
@@ -64,6 +78,7 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(**self._state)
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
                                              autograph=False)
+        self._on_cpus = distribution.on_cpus(strategy)
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
                                          autograph=False)
@@ -178,19 +193,28 @@ class Trainer:
             parallel_iterations=1)
         return gradients, metrics
 
-    # A while loop as written, and the step traced as written: AutoGraph's conversion of the
-    # model, the loss and the optimizer lengthened a run's first step, and a newer AutoGraph
-    # failed on this loop ("Unknown node type Expr").
-    @tf.function(autograph=False)
     def _train_loop(self, iterator, steps):
         """Runs `steps` training steps, or fewer when the loss goes non-finite (a diverging
         run): then it stops one step after the first such step.
+
+        On CPUs the loop's graph runs as traced, without TensorFlow's graph optimizer
+        (grappler): it took a second of every run's first step, and the steps after it were
+        as fast without it (benchmarks/history/first_step.md). Elsewhere it is unmeasured
+        and kept.
 
         Returns:
           dict of scalars: the METRICS and "examples" summed over the steps run (float32; a
           non-finite "loss" if one was), and "diverged_at" (int64): the global step number,
           counted from 1, of the first step whose loss was not finite, else 0.
         """
+        with graph_optimizer(enabled=not self._on_cpus):
+            return self._traced_train_loop(iterator, steps)
+
+    # A while loop as written, and the step traced as written: AutoGraph's conversion of the
+    # model, the loss and the optimizer lengthened a run's first step, and a newer AutoGraph
+    # failed on this loop ("Unknown node type Expr").
+    @tf.function(autograph=False)
+    def _traced_train_loop(self, iterator, steps):
         def train_step(step, totals, _, diverged_at):
             number = self.optimizer.iterations + 1
             per_replica = self.strategy.run(self._train_step, args=(next(iterator),))
