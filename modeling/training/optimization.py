@@ -86,6 +86,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self._gradient_scale = None
         self._apply_condition = None
         self._previous_assignments = []
+        self._step_scalars = {}
 
     def apply_scaled_gradients(self, grads_and_vars, scale=None, condition=None):
         """`apply_gradients`, with every gradient multiplied by `scale` inside the update's own
@@ -130,15 +131,24 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         """Updates `variable` and its slots by one compiled call that assigns them in place."""
         with tf.control_dependencies(self._previous_assignments):
             index = internals.variable_index(self, variable)
-            dtype = variable.dtype
-            scale = 1.0 if self._gradient_scale is None else self._gradient_scale
+            learning_rate, step, scale = self._scalars_for(variable, learning_rate)
             done = self._assign_new_values(
                 variable, _beside(self.adam_m[index], variable),
                 _beside(self.adam_v[index], variable),
                 tf.convert_to_tensor(gradient),  # dense, as the original's
-                tf.cast(learning_rate, dtype), tf.cast(self.iterations + 1, dtype),
-                self.decays[index], tf.cast(scale, dtype), self._apply_condition)
+                learning_rate, step, self.decays[index], scale, self._apply_condition)
         self._previous_assignments = [done]
+
+    def _scalars_for(self, variable, learning_rate):
+        """(learning rate, step counted from 1, gradient scale) in the variable's dtype, made
+        once an update for each dtype and device: a hundred variables' own casts were a tenth
+        of the update's graph, traced anew in every run."""
+        key = (variable.dtype, variable.device)
+        if key not in self._step_scalars:
+            scale = 1.0 if self._gradient_scale is None else self._gradient_scale
+            self._step_scalars[key] = tuple(tf.cast(value, variable.dtype) for value in (
+                learning_rate, self.iterations + 1, scale))
+        return self._step_scalars[key]
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
         for gradient, variable in grads_and_vars:
@@ -187,11 +197,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return update
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        self._previous_assignments = []  # ops of another trace must not leak into this one
+        # Tensors of another trace must not leak into this one.
+        self._previous_assignments, self._step_scalars = [], {}
         try:
             super()._backend_update_step(grads, trainable_variables, learning_rate)
         finally:
-            self._previous_assignments = []
+            self._previous_assignments, self._step_scalars = [], {}
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # summed and clipped by the caller
