@@ -258,10 +258,11 @@ class SelfAttention(keras.layers.Layer):
         for layer in (self.query, self.key, self.value):
             layer.build((None, self.hidden_size))  # rows [n, H]
 
-    def _split_heads(self, x):
-        """[B, T, H] -> [B, N, T, D]."""
-        shape = tf.shape(x)
-        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.size_per_head])
+    def _split_heads(self, rows, layout):
+        """Rows [n, H] of `layout` -> [B, N, T, D]. The layout's own batch size and length:
+        the tensor's shape, read anew, cost three operations to trace a call."""
+        x = tf.reshape(layout.batch(rows), [layout.batch_size, layout.seq_length,
+                                            self.num_heads, self.size_per_head])
         return tf.transpose(x, [0, 2, 1, 3])  # [B, N, T, D]
 
     def call(self, query_rows, key_rows, attention_adder, query_layout, key_layout,
@@ -281,9 +282,9 @@ class SelfAttention(keras.layers.Layer):
           context: float Tensor [q, H].
           probs: float Tensor [B, N, Tq, T], the attention probabilities before dropout.
         """
-        query = self._split_heads(query_layout.batch(self.query(query_rows)))  # [B, N, Tq, D]
-        key = self._split_heads(key_layout.batch(self.key(key_rows)))  # [B, N, T, D]
-        value = self._split_heads(key_layout.batch(self.value(key_rows)))  # [B, N, T, D]
+        query = self._split_heads(self.query(query_rows), query_layout)  # [B, N, Tq, D]
+        key = self._split_heads(self.key(key_rows), key_layout)  # [B, N, T, D]
+        value = self._split_heads(self.value(key_rows), key_layout)  # [B, N, T, D]
 
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, Tq, T]
         scores *= tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
@@ -296,8 +297,8 @@ class SelfAttention(keras.layers.Layer):
         else:
             context = dropped_attention(probs, value, keep, dropout_scale)  # [B, N, Tq, D]
         context = tf.transpose(context, [0, 2, 1, 3])  # [B, Tq, N, D]
-        shape = tf.shape(context)
-        context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.size_per_head])
+        context = tf.reshape(context, [query_layout.batch_size, query_layout.seq_length,
+                                       self.num_heads * self.size_per_head])
         return query_layout.rows(context), probs
 
 

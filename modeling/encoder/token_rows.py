@@ -99,7 +99,7 @@ def _gather(values, indices, inverse, append_zero_row):
     def gather(values):
         source = values
         if append_zero_row:
-            source = tf.concat([values, tf.zeros_like(values[:1])], axis=0)
+            source = tf.pad(values, [[0, 1]] + [[0, 0]] * (values.shape.rank - 1))
 
         def gradient(upstream):
             return _gather(upstream, inverse, indices, not append_zero_row)
