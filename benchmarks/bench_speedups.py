@@ -11,7 +11,9 @@ A variant is the library with one speed-up taken out, replaced before the script
 - plain_passes: the feed-forward's bias and GELU, and each block's bias, dropout, residual and
   LayerNorm, by Keras' layers op by op, as inference computes them (instead of `fused`'s
   compiled passes with their own backward passes);
-- all_positions: every position a row, padding included (instead of `token_rows.RealTokens`).
+- all_positions: every position a row, padding included (instead of `token_rows.RealTokens`);
+- grappler: the training loop's graph optimized by grappler, as TensorFlow does by default
+  (instead of run as traced, `Trainer._train_loop` on CPUs).
 The one-hot embeddings, the attention's scale folded into the query projection and the small
 variables' update in one compiled call were taken out of the library after this benchmark
 measured them (history/speedups.md).
@@ -24,7 +26,8 @@ library's (above 1: the speed-up pays), with the machine's matmul peaks measured
 
 times the training step alone, for effects smaller than the scripts' run-to-run spread: every
 variant's MiniLM classifier (random weights) built and traced in one process, then run on the
-same synthetic MRPC-like batches, the variants alternating batch by batch.
+same synthetic MRPC-like batches, the variants alternating batch by batch; each run as the
+training loop runs on a CPU, without grappler but for the grappler variant.
 """
 import argparse
 import atexit
@@ -58,7 +61,14 @@ def all_positions():
     return [(token_rows, "for_input_mask", token_rows.AllPositions)]
 
 
-VARIANTS = {"library": lambda: [], "plain_passes": plain_passes, "all_positions": all_positions}
+def grappler():
+    from modeling.training import trainer
+    graph_optimizer = trainer.graph_optimizer
+    return [(trainer, "graph_optimizer", lambda enabled: graph_optimizer(enabled=True))]
+
+
+VARIANTS = {"library": lambda: [], "plain_passes": plain_passes, "all_positions": all_positions,
+            "grappler": grappler}
 
 
 @contextlib.contextmanager
@@ -126,9 +136,16 @@ def traced_step(variant, batches):
             optimizer.apply_scaled_gradients(zip(gradients, model.trainable_variables), scale)
             return loss
 
-        for batch in batches:
-            step(batch).numpy()
+    for batch in batches:
+        run(variant, step, batch)
     return step
+
+
+def run(variant, step, batch):
+    """One call of `variant`'s step, with grappler where its loop would have it."""
+    from modeling.training import trainer
+    with patched(variant), trainer.graph_optimizer(enabled=False):
+        step(batch).numpy()
 
 
 def in_process(args, variants):
@@ -147,7 +164,7 @@ def in_process(args, variants):
         for batch in batches:
             for variant in variants:
                 start = time.perf_counter()
-                steps[variant](batch).numpy()
+                run(variant, steps[variant], batch)
                 seconds[variant].append(time.perf_counter() - start)
     print(f"MiniLM step in one process, {args.precision}, {args.batches} batches of 32 "
           f"{'in length buckets' if args.bucketed else 'at random'} (lengths N(53, 12)), "
