@@ -198,9 +198,9 @@ class Trainer:
         run): then it stops one step after the first such step.
 
         On CPUs the loop's graph runs as traced, without TensorFlow's graph optimizer
-        (grappler): it took a second of every run's first step, and the steps after it were
-        as fast without it (benchmarks/history/first_step.md). Elsewhere it is unmeasured
-        and kept.
+        (grappler): it took about a second of every run's first step (0.65 s net of the
+        larger graph's instantiation), and the steps after it were as fast without it
+        (benchmarks/history/speedups.md, first_step.md). Elsewhere it is unmeasured and kept.
 
         Returns:
           dict of scalars: the METRICS and "examples" summed over the steps run (float32; a
