@@ -108,9 +108,6 @@ def child(script_and_flags, grappler):
         setattr(owner, name, wrapper)
 
     ops.Graph._create_op_internal = counted
-    if grappler:
-        on = trainer.graph_optimizer
-        trainer.graph_optimizer = lambda enabled: on(enabled=True)
     trace = func_graph.func_graph_from_py_func
 
     def traced(name, *args, **kwargs):
@@ -126,7 +123,9 @@ def child(script_and_flags, grappler):
     atexit.register(lambda: print(PARTS_MARK + json.dumps(
         {"operations": operations, "seconds": seconds}), file=sys.stderr))
     sys.argv = script_and_flags
-    runpy.run_path(script_and_flags[0], run_name="__main__")
+    from bench_speedups import patched
+    with patched("grappler" if grappler else "library"):
+        runpy.run_path(script_and_flags[0], run_name="__main__")
 
 
 def step_parts(log_text):

@@ -94,7 +94,6 @@ class TrainingOptions:
     def strategy(self):
         """The strategy the options name (first of all TensorFlow work: multi-worker
         collectives are set up at start-up), with their precision set for later models."""
-        import tensorflow as tf  # not for option checks alone
         from modeling.training import trainer
         chosen = distribution.get_strategy(
             "tpu" if self.use_tpu else self.distribution_strategy, self.tpu_name,
@@ -109,8 +108,7 @@ class TrainingOptions:
                          chosen.num_replicas_in_sync,
                          ", ".join(getattr(chosen.extended, "worker_devices", ())))
         trainer.set_precision(self.precision)
-        if (self.precision == "mixed_bfloat16" and not self.use_tpu
-                and not tf.config.list_logical_devices("GPU")
+        if (self.precision == "mixed_bfloat16" and distribution.on_cpus(chosen)
                 and distribution.cpu_lacks_bfloat16()):
             logging.warning("--precision=mixed_bfloat16 on a CPU without bfloat16 instructions "
                             "(none of %s in /proc/cpuinfo): its bfloat16 matmuls are emulated, "
