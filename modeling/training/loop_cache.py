@@ -39,7 +39,7 @@ ENTRY = "entry.json"
 LOADED = "Loaded the training loop traced by an earlier run"
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # modeling/
 _UNIQUE_NUMBER = re.compile(r"_\d+(?=/|:|$)")
-_VERSIONED = ("tensorflow", "keras", "tf_keras", "numpy", "absl", "builtins")
+_VERSIONED = ("tensorflow", "keras", "builtins")  # keyed by their versions, not their source
 
 
 def key(trainer, iterator):
