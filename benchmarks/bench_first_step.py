@@ -38,6 +38,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from modeling.runtime.compilation_cache import LOOPS  # noqa: E402 (after the path)
 from modeling.training import loop_cache  # noqa: E402
+
 PARTS_MARK = "FIRST_STEP_PARTS "
 TRACED_MARK = "traced the training loop"
 GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__traced_train_loop")
@@ -216,6 +217,7 @@ def main():
                 count = runs["cold"][0][1][part][1]
                 print(f"| {'  of which the step: ' + part:<38} | "
                       + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {count:>10} |")
+
 
 if __name__ == "__main__":
     main()

@@ -85,7 +85,7 @@ class Trainer:
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=use_xla,
                                              autograph=False)
         self._on_cpus = distribution.on_cpus(strategy)
-        self._kept_loop = None  # the loop as an earlier run traced it (`loop_cache`)
+        self._kept_loop = None  # the loop kept across runs (`loop_cache`); False: none
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
                                          autograph=False)
@@ -208,6 +208,8 @@ class Trainer:
         (grappler): it took about a second of every run's first step (0.65 s net of the
         larger graph's instantiation), and the steps after it were as fast without it
         (benchmarks/history/speedups.md, first_step.md). Elsewhere it is unmeasured and kept.
+        On CPUs with one replica the first call also loads the loop an earlier run of the same
+        code and settings kept, instead of tracing it (`loop_cache`).
 
         Returns:
           dict of scalars: the METRICS and "examples" summed over the steps run (float32; a
@@ -215,31 +217,27 @@ class Trainer:
           counted from 1, of the first step whose loss was not finite, else 0.
         """
         with graph_optimizer(enabled=not self._on_cpus):
-            if self._kept_loop is None and self._keeps_loop():
-                return self._first_loop(iterator, steps)
+            if self._kept_loop is None:
+                self._kept_loop = self._kept_or_traced_and_kept(iterator, steps)
             if self._kept_loop and iterator.element_spec == self._kept_spec:
                 return self._kept_loop(iterator, steps)
             return self._traced_train_loop(iterator, steps)
 
-    def _keeps_loop(self):
-        """Whether the traced loop is kept for the next run, and one kept is used: measured on
-        CPUs, with one replica (a cluster's collectives are keyed per process)."""
-        return bool(self.loop_cache_dir) and self._on_cpus and \
-            self.strategy.num_replicas_in_sync == 1 and \
-            not distribution.has_several_workers(self.strategy)
-
-    def _first_loop(self, iterator, steps):
-        """The first loop of the run: by the graph an earlier run of the same key kept
-        (`loop_cache`), else traced, kept and run as kept."""
+    def _kept_or_traced_and_kept(self, iterator, steps):
+        """The loop an earlier run of the same key kept (`loop_cache`), else the loop traced,
+        kept and registered as a later run will load it; False where loops are not kept: on
+        accelerators (unmeasured) and with several replicas (a cluster's collectives are keyed
+        per process), or without a `loop_cache_dir`."""
+        if not (self.loop_cache_dir and self._on_cpus and self.strategy.num_replicas_in_sync == 1
+                and not distribution.has_several_workers(self.strategy)):
+            return False
+        self._kept_spec = iterator.element_spec
         variables = self.loop_variables()
         key = loop_cache.key(self, iterator)
-        self._kept_spec = iterator.element_spec
-        self._kept_loop = (
-            loop_cache.load(self.loop_cache_dir, key, variables, iterator)
-            or loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
-                               .get_concrete_function(iterator, steps), variables)
-            or False)
-        return (self._kept_loop or self._traced_train_loop)(iterator, steps)
+        return (loop_cache.load(self.loop_cache_dir, key, variables, iterator)
+                or loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
+                                   .get_concrete_function(iterator, steps), variables)
+                or False)
 
     def loop_variables(self):
         """Every variable the training loop reads or writes, in a fixed order."""
