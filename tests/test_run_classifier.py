@@ -112,7 +112,7 @@ def test_training_keeps_its_xla_compilations_for_the_next_run(trained):
     (machine,) = (root / "xla_cache").iterdir()
     entries = list(machine.glob("*.pb"))  # the fused passes, the update: one per shape
     assert len(entries) >= 4
-    assert not os.listdir(machine / ".runs")  # the run's private copy is gone
+    assert not os.listdir(machine / ".runs")  # the run's private directory is gone
 
 
 def test_a_rerun_on_the_warm_xla_cache_prints_only_our_lines(trained):

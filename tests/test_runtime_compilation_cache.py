@@ -9,7 +9,7 @@ WHOLE = b"\x0a\x03abc\x10\x07"  # field 1: "abc", field 2: 7
 CUT = WHOLE[:4]  # field 1 says 3 bytes, 2 follow
 
 
-def test_whole_entries_are_copied_in_and_new_ones_published_by_rename(tmp_path, monkeypatch):
+def test_whole_entries_are_linked_in_and_new_ones_published_by_rename(tmp_path, monkeypatch):
     monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
     root = tmp_path / "cache"
     shared = root / compilation_cache.machine_key()
@@ -28,6 +28,7 @@ def test_whole_entries_are_copied_in_and_new_ones_published_by_rename(tmp_path, 
     flag, private = os.environ["TF_XLA_FLAGS"].split("=")
     assert flag == compilation_cache.FLAG and os.path.dirname(private) == str(runs)
     assert sorted(os.listdir(private)) == ["whole.pb"]  # the cut one would fail the run
+    assert os.path.samefile(os.path.join(private, "whole.pb"), shared / "whole.pb")  # a link
     assert sorted(os.listdir(runs)) == sorted([f"{compilation_cache._host()}-{os.getpid()}-abc",
                                                f"otherhost-{dead.pid}-abc",
                                                os.path.basename(private)])
@@ -38,7 +39,35 @@ def test_whole_entries_are_copied_in_and_new_ones_published_by_rename(tmp_path, 
     assert sorted(os.listdir(shared)) == [".half_written.tmp", ".runs", "cut.pb", "new.pb",
                                           "whole.pb"]
     assert (shared / "new.pb").read_bytes() == WHOLE
+    assert (shared / "whole.pb").read_bytes() == WHOLE
     assert not os.path.exists(private)
+
+
+def test_entries_are_copied_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+
+    def refused(source, target):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "link", refused)
+    shared = tmp_path / compilation_cache.machine_key()
+    shared.mkdir()
+    (shared / "whole.pb").write_bytes(WHOLE)
+    compilation_cache.enable(str(tmp_path))
+    private = os.environ["TF_XLA_FLAGS"].split("=")[1]
+    copy = os.path.join(private, "whole.pb")
+    assert open(copy, "rb").read() == WHOLE and not os.path.samefile(copy, shared / "whole.pb")
+    compilation_cache.publish(private, str(shared), {"whole.pb"})
+
+
+def test_the_whole_check_reads_every_field_header(tmp_path):
+    long_field = b"\x1a\x80\x01" + bytes(128)  # field 3, a two-byte length
+    cases = {"whole": WHOLE + long_field, "fixed": b"\x0d1234\x09" + bytes(8),
+             "cut_in_a_length": WHOLE + b"\x1a\x80", "cut_in_a_field": (WHOLE + long_field)[:-1],
+             "cut_fixed": b"\x0d123", "group": b"\x0b", "empty": b""}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    assert [name for name in cases if compilation_cache._is_whole_message(
+        str(tmp_path / name))] == ["whole", "fixed"]
 
 
 def test_a_cache_the_user_set_and_an_empty_directory_change_nothing(tmp_path, monkeypatch):
@@ -73,7 +102,7 @@ def test_a_later_process_loads_the_entries_and_survives_a_truncated_one(tmp_path
     run()
     (shared,) = [path for path in tmp_path.iterdir() if path.is_dir()]
     entries = sorted(shared.glob("*.pb"))
-    assert not os.listdir(shared / compilation_cache.RUNS)  # the private copy is gone
+    assert not os.listdir(shared / compilation_cache.RUNS)  # the private directory is gone
     assert entries and all(compilation_cache._is_whole_message(str(e)) for e in entries)
     whole = entries[0].read_bytes()
     entries[0].write_bytes(whole[:len(whole) // 2])
