@@ -39,12 +39,25 @@ class PaddedRows:
         """Args: like: a Tensor [n, ...] of the row count to pad."""
         self.rows = tf.shape(like)[0]
         self.padding = -self.rows % ROW_MULTIPLE
+        # Built once for every pad and cut of a rank: a list with a tensor in it is packed anew
+        # at each use, and a training step pads and cuts a hundred times.
+        self._paddings, self._slices = {}, {}
 
     def pad(self, tensor):
-        return tf.pad(tensor, [[0, self.padding]] + [[0, 0]] * (tensor.shape.rank - 1))
+        rank = tensor.shape.rank
+        if rank not in self._paddings:
+            self._paddings[rank] = tf.convert_to_tensor(
+                [[0, self.padding]] + [[0, 0]] * (rank - 1))
+        return tf.pad(tensor, self._paddings[rank])
 
     def cut(self, tensor):
-        return tensor[:self.rows]
+        rank = tensor.shape.rank
+        if rank not in self._slices:
+            self._slices[rank] = (tf.zeros([rank], tf.int32),
+                                  tf.convert_to_tensor([self.rows] + [-1] * (rank - 1)))
+        cut = tf.slice(tensor, *self._slices[rank])
+        cut.set_shape([None] + tensor.shape[1:])  # a computed size hides the columns' sizes
+        return cut
 
 
 def column_sums(rows):

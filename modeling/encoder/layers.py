@@ -158,9 +158,13 @@ class Dropout(keras.layers.Dropout):
             seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1),
                            tf.int32)
             size = tf.size(inputs)
-            words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None,
-                                                maxval=None, dtype=tf.uint32)
-            halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+            # An even dimension makes the size even: no half word to cut off (the same bits).
+            even = any(dim is not None and dim % 2 == 0 for dim in inputs.shape)
+            words = tf.random.stateless_uniform([size // 2 if even else (size + 1) // 2], seed,
+                                                minval=None, maxval=None, dtype=tf.uint32)
+            halves = tf.bitcast(words, tf.uint16)
+            if not even:
+                halves = tf.reshape(halves, [-1])[:size]
             keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(dropped_levels, tf.uint16)
         return keep, self.LEVELS / (self.LEVELS - dropped_levels)
 
