@@ -59,7 +59,7 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
                         "Keep what XLA compiles for training, and the traced training loop, "
                         "here (a directory per TensorFlow version and CPU), so that later runs "
                         "on this machine of the same code and settings skip compiling and "
-                        "tracing them. Empty: no cache.")
+                        "tracing them; past 2 GB the oldest entries go. Empty: no cache.")
     flags.mark_flag_as_required("output_dir")
 
 

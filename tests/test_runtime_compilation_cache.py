@@ -112,3 +112,33 @@ def test_a_later_process_loads_the_entries_and_survives_a_truncated_one(tmp_path
     # to the next).
     assert compilation_cache._is_whole_message(str(entries[0]))
     assert sorted(shared.glob("*.pb")) == entries and not list(shared.glob(".*.tmp"))
+
+
+def test_past_its_size_the_cache_loses_its_oldest_entries(tmp_path, monkeypatch):
+    def written(path, size, when):
+        path.write_bytes(bytes(size))
+        os.utime(path, (when, when))
+    for index in range(5):
+        written(tmp_path / f"entry{index}.pb", 100, 1000 + index)  # 1000 is the oldest
+    loop = tmp_path / compilation_cache.LOOPS / "a_loop"
+    loop.mkdir(parents=True)
+    written(loop / "library.pb", 100, 1000.5)
+    written(loop / "entry.json", 50, 1000.5)
+    being_written = tmp_path / compilation_cache.LOOPS / ".tmp_loop"
+    being_written.mkdir()
+    written(being_written / "library.pb", 100, 1)
+    written(tmp_path / ".half_written.tmp", 100, 1)
+
+    compilation_cache.prune(str(tmp_path), max_bytes=700)  # 650 bytes: nothing to do
+    assert len(list(tmp_path.glob("*.pb"))) == 5 and loop.exists()
+    compilation_cache.prune(str(tmp_path), max_bytes=500)  # down to 450 at most, oldest first
+    assert sorted(p.name for p in tmp_path.glob("*.pb")) == [f"entry{i}.pb" for i in (1, 2, 3, 4)]
+    assert not loop.exists() and being_written.exists()
+    assert (tmp_path / ".half_written.tmp").exists()
+
+    monkeypatch.setattr(compilation_cache, "MAX_BYTES", 250)  # every run's end prunes
+    private = tmp_path / compilation_cache.RUNS / "a_run"
+    private.mkdir(parents=True)
+    written(private / "new.pb", 100, 2000)
+    compilation_cache.publish(str(private), str(tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("*.pb")) == ["entry4.pb", "new.pb"]

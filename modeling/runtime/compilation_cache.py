@@ -21,6 +21,11 @@ TensorFlow's cache is fragile to share, so no process writes into the shared one
 - The entries are machine code for this CPU: the shared directory is one per TensorFlow version
   and CPU (model and feature flags), so that a home directory shared between machines never
   hands one the other's code.
+- A cache only grows (about 70 KB a compiled program, 1 MB a kept loop for MiniLM; this
+  machine's reached 280 MB in two days of benchmarks and tests): past MAX_BYTES, a run's end
+  removes the oldest entries. Neither TensorFlow nor a hard link says which entries a run read,
+  so "oldest" is the time an entry was written; one still in use costs its next run one
+  compilation, and is written anew.
 """
 import atexit
 import hashlib
@@ -35,6 +40,7 @@ FLAG = "--tf_xla_persistent_cache_directory"
 SUFFIX = ".pb"
 RUNS = ".runs"  # the private directories of the processes using the cache
 LOOPS = "loops"  # the training loops runs traced (`training.loop_cache`)
+MAX_BYTES = 2 << 30  # of each shared directory: past it, the oldest entries are removed
 
 
 def default_directory():
@@ -103,8 +109,9 @@ def enable(directory):
 
 def publish(private, shared, known=()):
     """Moves the entries this process compiled from `private` into `shared`, each written to a
-    temporary file there first and renamed, then removes `private`. Errors are logged: a cache
-    that cannot be written costs the next run its compilation, not this run its results."""
+    temporary file there first and renamed, then removes `private` and `prune`s `shared`.
+    Errors are logged: a cache that cannot be written costs the next run its compilation, not
+    this run its results."""
     try:
         for name in sorted(set(_entries(private)) - set(known)):
             temporary = None
@@ -122,6 +129,60 @@ def publish(private, shared, known=()):
                     os.remove(temporary)
     finally:
         shutil.rmtree(private, ignore_errors=True)
+    prune(shared)
+
+
+def prune(shared, max_bytes=None):
+    """Where the compiled programs and kept loops in `shared` take more than `max_bytes`
+    (None: MAX_BYTES),
+    removes the oldest (by the time each was written) until they take at most 90% of it, so
+    that the runs after do not prune again at once. Entries another process removes meanwhile
+    are skipped; a process that linked an entry keeps reading its link."""
+    entries = [(path, [path]) for path in
+               (os.path.join(shared, name) for name in _entries(shared))]
+    loops = os.path.join(shared, LOOPS)
+    for name in (os.listdir(loops) if os.path.isdir(loops) else []):
+        if not name.startswith("."):  # not a loop being written
+            path = os.path.join(loops, name)
+            entries.append((path, [os.path.join(path, file) for file in _listdir(path)]))
+    written = []
+    for path, files in entries:
+        try:
+            stats = [os.stat(file) for file in files]
+        except OSError:
+            continue
+        written.append((max((s.st_mtime for s in stats), default=0.0),
+                        sum(s.st_size for s in stats), path))
+    total = sum(size for _, size, _ in written)
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+    if total <= max_bytes:
+        return
+    removed = 0
+    for _, size, path in sorted(written):
+        if total <= 0.9 * max_bytes:
+            break
+        try:
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except FileNotFoundError:  # another process pruned it
+            pass
+        except OSError as error:
+            logging.warning("--xla_cache_dir: cannot remove %s (%s)", path,
+                            error.strerror or error)
+            continue
+        total -= size
+        removed += 1
+    logging.info("--xla_cache_dir: removed the %d oldest entries of %s, which held more than "
+                 "%d MB", removed, shared, max_bytes >> 20)
+
+
+def _listdir(directory):
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def _link_or_copy(source, target):
