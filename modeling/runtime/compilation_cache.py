@@ -134,10 +134,9 @@ def publish(private, shared, known=()):
 
 def prune(shared, max_bytes=None):
     """Where the compiled programs and kept loops in `shared` take more than `max_bytes`
-    (None: MAX_BYTES),
-    removes the oldest (by the time each was written) until they take at most 90% of it, so
-    that the runs after do not prune again at once. Entries another process removes meanwhile
-    are skipped; a process that linked an entry keeps reading its link."""
+    (None: MAX_BYTES), removes the oldest (by the time each was written) until they take at
+    most 90% of it, so that the runs after do not prune again at once. Entries another process
+    removes meanwhile are skipped; a process that linked an entry keeps reading its link."""
     entries = [(path, [path]) for path in
                (os.path.join(shared, name) for name in _entries(shared))]
     loops = os.path.join(shared, LOOPS)

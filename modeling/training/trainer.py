@@ -164,7 +164,7 @@ class Trainer:
         else:
             gradients, metrics = self._accumulate(batch, counts, scale)
         context = tf.distribute.get_replica_context()
-        if context.num_replicas_in_sync > 1:  # one replica's sum: an identity a gradient
+        if context.num_replicas_in_sync > 1:  # one replica's sum is its own gradients
             gradients = context.all_reduce(SUM, gradients)
         if self.loss_scale:
             gradients = [g / scale for g in gradients]
