@@ -140,7 +140,7 @@ def prune(shared, max_bytes=None):
     entries = [(path, [path]) for path in
                (os.path.join(shared, name) for name in _entries(shared))]
     loops = os.path.join(shared, LOOPS)
-    for name in (os.listdir(loops) if os.path.isdir(loops) else []):
+    for name in _listdir(loops):
         if not name.startswith("."):  # not a loop being written
             path = os.path.join(loops, name)
             entries.append((path, [os.path.join(path, file) for file in _listdir(path)]))
@@ -211,11 +211,8 @@ def _remove_dead_runs(runs):
 
 
 def _entries(directory):
-    try:
-        return [name for name in os.listdir(directory)
-                if name.endswith(SUFFIX) and not name.startswith(".")]
-    except OSError:
-        return []
+    return [name for name in _listdir(directory)
+            if name.endswith(SUFFIX) and not name.startswith(".")]
 
 
 def _is_whole_message(path):
