@@ -1,3 +1,4 @@
+import collections
 import math
 
 import keras
@@ -137,6 +138,62 @@ def test_a_dimension_known_even_draws_the_mask_of_unknown_dimensions():
         expected = unknown_shapes(inputs).numpy()
         np.testing.assert_array_equal(known(inputs, training=True).numpy(), expected)
         assert 0 < np.sum(expected == 0) < 24
+
+
+@pytest.mark.parametrize("frozen", [[], [0]])
+def test_a_traced_step_traces_one_layer_for_all_and_gets_each_layers_numbers(tiny_config,
+                                                                              tiny_inputs,
+                                                                              frozen):
+    """In a traced training step the layers call one traced layer with their own weights and
+    dropout seeds; the outputs, the gradients and the seeds' next states are those of calling
+    each layer itself (as an eager step does). A frozen layer calls itself."""
+    config = BertConfig.from_dict(dict(tiny_config.to_dict(), num_hidden_layers=4))
+    model = BertModel(config)
+    for index in frozen:
+        model.encoder.transformer_layers[index].trainable = False
+    positions = tf.constant([[0], [2], [1]])
+    weights = {id(variable) for variable in model.weights}
+    seed_states = [v for v in model.non_trainable_variables if id(v) not in weights]
+    assert len(seed_states) == 1 + 3 * config.num_hidden_layers  # a dropout's each
+    seeds = [variable.numpy() for variable in seed_states]
+
+    def step():
+        with tf.GradientTape() as tape:
+            output = model.real_token_output(tiny_inputs, positions, training=True)
+            loss = tf.reduce_sum(output * tf.range(1.0, 1.0 + config.hidden_size))
+        return output, tape.gradient(loss, model.trainable_variables)
+
+    eager_output, eager_gradients = step()
+    eager_seeds = [variable.numpy() for variable in seed_states]
+    for variable, value in zip(seed_states, seeds):
+        variable.assign(value)
+    traced = tf.function(step, autograph=False).get_concrete_function()
+    traced_output, traced_gradients = traced()
+
+    np.testing.assert_array_equal(traced_output.numpy(), eager_output.numpy())
+    for traced_gradient, eager_gradient, variable in zip(traced_gradients, eager_gradients,
+                                                         model.trainable_variables):
+        if eager_gradient is None:  # the pooler's
+            assert traced_gradient is None and "pooler" in variable.path
+            continue
+        # Within float32 rounding of the largest: graph and eager kernels sum in other orders
+        # (and the keys' biases get none, but for rounding: softmax ignores them).
+        eager_gradient = tf.convert_to_tensor(eager_gradient).numpy()
+        np.testing.assert_allclose(tf.convert_to_tensor(traced_gradient).numpy(), eager_gradient,
+                                   atol=1e-6 * np.abs(eager_gradient).max() + 1e-8,
+                                   err_msg=variable.path)
+    for variable, eager_seed, seed in zip(seed_states, eager_seeds, seeds):
+        assert variable.numpy().tolist() == eager_seed.tolist() != seed.tolist()
+    # The first three layers but the frozen ones call one traced layer, forward and backward;
+    # the last one computes only `positions`.
+    graph = traced.graph.as_graph_def()
+    calls = collections.Counter(node.attr["f"].func.name for node in graph.node
+                                if "layer_call" in node.attr["f"].func.name)
+    shared = 3 - len(frozen)
+    assert sorted(calls.values()) == [shared, shared], calls
+    # Only the dropout seeds are assigned (the embeddings' and three a layer): no frozen weight.
+    assigned = [node.name for node in graph.node if node.op == "AssignVariableOp"]
+    assert len(assigned) == 1 + 3 * config.num_hidden_layers, assigned
 
 
 def test_dropped_attention_gives_the_formulas_values_and_gradients():

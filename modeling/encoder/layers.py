@@ -479,7 +479,8 @@ class Encoder(keras.layers.Layer):
     """Owns `encoder/layer_0/*` ... `encoder/layer_<L-1>/*`."""
 
     def __init__(self, config, **kwargs):
-        super().__init__(name="encoder", **kwargs)
+        # Not autocast: `_SharedLayerCall` reads the layers' weights in their own dtype.
+        super().__init__(name="encoder", autocast=False, **kwargs)
         self.transformer_layers = [
             TransformerLayer(config, i) for i in range(config.num_hidden_layers)]
 
@@ -492,12 +493,74 @@ class Encoder(keras.layers.Layer):
         `positions` if given, see `TransformerLayer`) and of its attention probabilities."""
         all_outputs, all_probs = [], []
         last = len(self.transformer_layers) - 1
+        shared = None
+        if training and not tf.executing_eagerly():
+            shared = self._shared_layer_call(attention_adder, layout)
         for index, layer in enumerate(self.transformer_layers):
-            rows, probs = layer(rows, attention_adder, layout=layout, training=training,
-                                positions=positions if index == last else None)
+            layer_positions = positions if index == last else None
+            if shared is not None and layer_positions is None and shared.fits(layer):
+                rows, probs = shared(layer, rows)
+            else:
+                rows, probs = layer(rows, attention_adder, layout=layout, training=training,
+                                    positions=layer_positions)
             all_outputs.append(rows)
             all_probs.append(probs)
         return all_outputs, all_probs
+
+    def _shared_layer_call(self, attention_adder, layout):
+        """One layer's training call, traced once for every layer whose weights are all
+        trained (`_SharedLayerCall`); None where no layer's are."""
+        for layer in self.transformer_layers:
+            if _SharedLayerCall.trains_all_weights(layer):
+                return _SharedLayerCall(layer, attention_adder, layout)
+        return None
+
+
+class _SharedLayerCall:
+    """A training call of any of the encoder's layers, `(layer, rows) -> (rows, probs)`,
+    traced once for all of them.
+
+    The layers differ only in their weights, so one layer's call is traced as a function of
+    its weights (Keras' `stateless_call`), and each layer calls that function with its own:
+    tracing a training step builds one layer's graph, forward and backward, instead of one a
+    layer (MiniLM's six layers: 0.45 s less of its first step; benchmarks/history/
+    first_step.md). Each layer's dropout seeds (its only non-trainable state) go in, and their
+    next values come out to be assigned. The function is called, not inlined, when grappler
+    is off (`trainer.graph_optimizer`); the steps after the first are as fast.
+    """
+
+    def __init__(self, template, attention_adder, layout):
+        self.template = template
+
+        @tf.function(autograph=False)
+        def layer_call(trainable, seeds, rows):
+            (rows, probs), seeds = template.stateless_call(
+                trainable, seeds, rows, attention_adder, layout=layout, training=True)
+            return rows, probs, seeds
+        self.layer_call = layer_call
+
+    @staticmethod
+    def trains_all_weights(layer):
+        """Whether every weight of `layer` is trainable: a layer partly or wholly frozen is
+        called as itself, so that its frozen weights are not assigned back at every step."""
+        return not layer.non_trainable_weights
+
+    def fits(self, layer):
+        """Whether `layer` can call the traced layer: it trains all its weights, and has the
+        template's dropouts."""
+        seeds = len(self.template.non_trainable_variables)
+        return self.trains_all_weights(layer) and len(layer.non_trainable_variables) == seeds
+
+    def __call__(self, layer, rows):
+        # Read in the variables' own dtype (the encoder does not autocast); the traced
+        # call casts them as the layer's own call does.
+        rows, probs, seeds = self.layer_call(
+            [tf.convert_to_tensor(variable) for variable in layer.trainable_variables],
+            [tf.convert_to_tensor(variable) for variable in layer.non_trainable_variables],
+            rows)
+        for variable, value in zip(layer.non_trainable_variables, seeds):
+            variable.assign(value)
+        return rows, probs
 
 
 class Pooler(keras.layers.Layer):
