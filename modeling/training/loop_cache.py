@@ -123,13 +123,10 @@ def keep(directory, entry_key, concrete_function, variables):
     library = function_pb2.FunctionDefLibrary()
     library.CopyFrom(concrete_function.graph.as_graph_def().library)
     library.function.add().CopyFrom(concrete_function.function_def)
-    # Function names carry a counter of the process that traced them: suffixed with the key,
-    # they cannot meet another function a process traces under the same name.
-    suffix = "_" + entry_key[:12]
-    _rename_functions(library, suffix)
+    _rename_functions(library, kept_name("", entry_key))
     data = library.SerializeToString()
     entry = {"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(),
-             "function": concrete_function.function_def.signature.name + suffix,
+             "function": kept_name(concrete_function.function_def.signature.name, entry_key),
              "explicit_inputs": len(concrete_function.inputs) - len(captures),
              "captures": captures, "outputs": sorted(structure)}
     _write(directory, entry_key, data, entry)
@@ -139,6 +136,14 @@ def keep(directory, entry_key, concrete_function, variables):
         logging.warning("The traced training loop cannot be registered (%s); running it as "
                         "traced", error)
         return None
+
+
+def kept_name(name, entry_key):
+    """The name a function traced as `name` has in the library kept under `entry_key`.
+
+    Function names carry a counter of the process that traced them: suffixed with the key,
+    they cannot meet another function a process traces under the same name."""
+    return f"{name}_{entry_key[:12]}"
 
 
 def _registered(library, entry, variables):

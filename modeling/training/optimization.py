@@ -87,6 +87,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self._apply_condition = None
         self._previous_assignments = []
         self._step_scalars = {}
+        # The last trace's compiled update calls, (call op, shape, dtype) each, which
+        # `compile_ahead` compiles beside the first call of a newly traced loop.
+        self.compiled_updates = []
 
     def apply_scaled_gradients(self, grads_and_vars, scale=None, condition=None):
         """`apply_gradients`, with every gradient multiplied by `scale` inside the update's own
@@ -138,6 +141,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                 tf.convert_to_tensor(gradient),  # dense, as the original's
                 learning_rate, step, self.decays[index], scale, self._apply_condition)
         self._previous_assignments = [done]
+        if not tf.executing_eagerly():
+            self.compiled_updates.append(
+                (done.op, tf.TensorShape(variable.shape), tf.as_dtype(variable.dtype)))
 
     def _scalars_for(self, variable, learning_rate):
         """(learning rate, step counted from 1, gradient scale) in the variable's dtype, made
@@ -199,6 +205,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # Tensors of another trace must not leak into this one.
         self._previous_assignments, self._step_scalars = [], {}
+        self.compiled_updates = []
         try:
             super()._backend_update_step(grads, trainable_variables, learning_rate)
         finally:

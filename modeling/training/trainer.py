@@ -20,6 +20,7 @@ from absl import logging
 from modeling import internals
 from modeling.checkpoints import name_based
 from modeling.training import checkpoint_dir
+from modeling.training import compile_ahead
 from modeling.training import distribution
 from modeling.training import loop_cache
 from modeling.training import optimization
@@ -89,6 +90,7 @@ class Trainer:
                                   if use_xla else self._forward_backward_fn)
         self._on_cpus = distribution.on_cpus(strategy)
         self._kept_loop = None  # the loop kept across runs (`loop_cache`); False: none
+        self._compiling_ahead = None  # `compile_ahead`'s thread, during the first loop
         # Batches of several lengths (dynamic padding) trace it twice, then at any length.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True,
                                          autograph=False)
@@ -224,7 +226,12 @@ class Trainer:
             if self._kept_loop is None:
                 self._kept_loop = self._kept_or_traced_and_kept(iterator, steps)
             if self._kept_loop and iterator.element_spec == self._kept_spec:
-                return self._kept_loop(iterator, steps)
+                try:
+                    return self._kept_loop(iterator, steps)
+                finally:
+                    if self._compiling_ahead:
+                        self._compiling_ahead.join()
+                        self._compiling_ahead = None
             return self._traced_train_loop(iterator, steps)
 
     def _kept_or_traced_and_kept(self, iterator, steps):
@@ -238,10 +245,16 @@ class Trainer:
         self._kept_spec = iterator.element_spec
         variables = self.loop_variables()
         key = loop_cache.key(self, iterator)
-        return (loop_cache.load(self.loop_cache_dir, key, variables, iterator)
-                or loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
-                                   .get_concrete_function(iterator, steps), variables)
-                or False)
+        loop = loop_cache.load(self.loop_cache_dir, key, variables, iterator)
+        if loop:
+            return loop
+        loop = loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
+                               .get_concrete_function(iterator, steps), variables)
+        if loop:  # a cold run: its first step would compile the update's passes last
+            self._compiling_ahead = compile_ahead.start(
+                getattr(self.optimizer, "compiled_updates", ()),
+                lambda name: loop_cache.kept_name(name, key))
+        return loop or False
 
     def loop_variables(self):
         """Every variable the training loop reads or writes, in a fixed order."""
