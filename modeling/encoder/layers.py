@@ -498,7 +498,8 @@ class Encoder(keras.layers.Layer):
             shared = self._shared_layer_call(attention_adder, layout)
         for index, layer in enumerate(self.transformer_layers):
             layer_positions = positions if index == last else None
-            if shared is not None and layer_positions is None and shared.fits(layer):
+            if (shared is not None and layer_positions is None
+                    and _SharedLayerCall.trains_all_weights(layer)):
                 rows, probs = shared(layer, rows)
             else:
                 rows, probs = layer(rows, attention_adder, layout=layout, training=training,
@@ -530,8 +531,6 @@ class _SharedLayerCall:
     """
 
     def __init__(self, template, attention_adder, layout):
-        self.template = template
-
         @tf.function(autograph=False)
         def layer_call(trainable, seeds, rows):
             (rows, probs), seeds = template.stateless_call(
@@ -544,12 +543,6 @@ class _SharedLayerCall:
         """Whether every weight of `layer` is trainable: a layer partly or wholly frozen is
         called as itself, so that its frozen weights are not assigned back at every step."""
         return not layer.non_trainable_weights
-
-    def fits(self, layer):
-        """Whether `layer` can call the traced layer: it trains all its weights, and has the
-        template's dropouts."""
-        seeds = len(self.template.non_trainable_variables)
-        return self.trains_all_weights(layer) and len(layer.non_trainable_variables) == seeds
 
     def __call__(self, layer, rows):
         # Read in the variables' own dtype (the encoder does not autocast); the traced

@@ -137,8 +137,8 @@ def prune(shared, max_bytes=None):
     (None: MAX_BYTES), removes the oldest (by the time each was written) until they take at
     most 90% of it, so that the runs after do not prune again at once. Entries another process
     removes meanwhile are skipped; a process that linked an entry keeps reading its link."""
-    entries = [(path, [path]) for path in
-               (os.path.join(shared, name) for name in _entries(shared))]
+    entries = [(os.path.join(shared, name), [os.path.join(shared, name)])
+               for name in _entries(shared)]
     loops = os.path.join(shared, LOOPS)
     for name in _listdir(loops):
         if not name.startswith("."):  # not a loop being written

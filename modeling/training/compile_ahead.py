@@ -24,7 +24,6 @@ from tensorflow.core.framework import function_pb2
 
 from modeling import internals
 
-THREAD_NAME = "compile_ahead"
 MAX_BYTES = 512 << 20  # of one program's zero-filled inputs
 
 
@@ -43,8 +42,8 @@ def start(calls, kept_name):
     programs = distinct_programs(calls)
     if not programs:
         return None
-    thread = threading.Thread(target=_compile, args=(programs, kept_name), name=THREAD_NAME,
-                              daemon=True)
+    thread = threading.Thread(target=_compile, args=(programs, kept_name),
+                              name="compile_ahead", daemon=True)
     thread.start()
     return thread
 

@@ -252,8 +252,7 @@ class Trainer:
                                .get_concrete_function(iterator, steps), variables)
         if loop:  # a cold run: its first step would compile the update's passes last
             self._compiling_ahead = compile_ahead.start(
-                getattr(self.optimizer, "compiled_updates", ()),
-                lambda name: loop_cache.kept_name(name, key))
+                self.optimizer.compiled_updates, lambda name: loop_cache.kept_name(name, key))
         return loop or False
 
     def loop_variables(self):
