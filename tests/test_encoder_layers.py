@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertConfig, BertModel
-from modeling.encoder import layers
+from modeling.encoder import fused, layers
 
 
 def test_gelu_is_the_tanh_approximation():
@@ -199,6 +199,55 @@ def test_a_traced_step_traces_one_layer_for_all_and_gets_each_layers_numbers(tin
     # Only the dropout seeds are assigned (the embeddings' and three a layer): no frozen weight.
     assigned = [node.name for node in graph.node if node.op == "AssignVariableOp"]
     assert len(assigned) == 1 + 3 * config.num_hidden_layers, assigned
+
+
+def test_training_compiles_passes_for_the_token_rows_but_not_the_heads_positions(
+        tiny_config, tiny_inputs, monkeypatch):
+    """Every layer's GELU and LayerNorms run as compiled passes on the batch's real tokens,
+    but the last layer's at the few positions a head reads: XLA would compile each pass once
+    more for that row count, for rows that TensorFlow's operations compute in microseconds."""
+    rows_compiled = []
+    layer_norm, gelu = fused.dropout_add_layer_norm, layers.gelu_for_training
+
+    def layer_norm_spy(x, *args):
+        rows_compiled.append(("layer_norm", x.shape[0]))
+        return layer_norm(x, *args)
+
+    def gelu_spy(x, bias):
+        rows_compiled.append(("gelu", x.shape[0]))
+        return gelu(x, bias)
+    monkeypatch.setattr(fused, "dropout_add_layer_norm", layer_norm_spy)
+    monkeypatch.setattr(layers, "gelu_for_training", gelu_spy)
+    model = BertModel(tiny_config)  # two layers
+    output = model.real_token_output(tiny_inputs, tf.constant([[0], [2], [1]]), training=True)
+    assert output.shape == [3, 1, tiny_config.hidden_size]
+    real_tokens = int(tiny_inputs["input_mask"].sum())
+    assert sorted(rows_compiled) == [("gelu", real_tokens)] + [("layer_norm", real_tokens)] * 2
+
+
+def test_training_without_compiled_passes_draws_the_same_dropout_and_numbers(tiny_config):
+    """The last layer's blocks at a head's positions, computed by TensorFlow's operations,
+    drop what the compiled passes drop and give their numbers."""
+    rng = np.random.default_rng(5)
+    intermediate = layers.Intermediate(tiny_config)
+    intermediate.build()
+    output_block = layers.DenseLayerNorm(tiny_config, tiny_config.intermediate_size)
+    output_block.build()
+    rows = tf.constant(rng.normal(size=[6, tiny_config.hidden_size]), tf.float32)
+    residual = tf.constant(rng.normal(size=[6, tiny_config.hidden_size]), tf.float32)
+    seeds = [variable.numpy() for variable in output_block.non_trainable_variables]
+    results = []
+    for compiled in (True, False):
+        for variable, seed in zip(output_block.non_trainable_variables, seeds):
+            variable.assign(seed)
+        hidden = intermediate(rows, training=True, compiled=compiled)
+        results.append((hidden.numpy(), output_block(hidden, residual, training=True,
+                                                     compiled=compiled).numpy()))
+    undropped = output_block(tf.constant(results[0][0]), residual).numpy()
+    # Dropout dropped something: far more than the tolerance below.
+    assert np.abs(undropped - results[0][1]).max() > 1e-3
+    for compiled_result, plain_result in zip(*results):
+        np.testing.assert_allclose(plain_result, compiled_result, atol=1e-5)
 
 
 def test_dropped_attention_gives_the_formulas_values_and_gradients():

@@ -13,7 +13,9 @@ batch (`token_rows.RealTokens`: the batch's real tokens). So the rows are padded
 of `ROW_MULTIPLE` first: a run compiles each function once for each multiple its batches reach
 (about a dozen for MRPC's batches), for at most ROW_MULTIPLE - 1 rows of extra work a call.
 
-Only training uses these forms; inference keeps the original's operations and numbers.
+Only training uses these forms, on the token rows (not on the last layer's few rows at a
+head's positions, `TransformerLayer.call`); inference keeps the original's operations and
+numbers.
 """
 import functools
 

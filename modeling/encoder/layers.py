@@ -362,11 +362,13 @@ class DenseLayerNorm(keras.layers.Layer):
         self.dense.build((None, self.input_size))  # rows [n, input_size]
         self.layer_norm.build((None, self.dense.units))
 
-    def call(self, rows, residual, training=False):
-        """Args: rows [n, input_size], residual [n, H]. Returns [n, H]."""
-        if training:
+    def call(self, rows, residual, training=False, compiled=True):
+        """Args: rows [n, input_size], residual [n, H]; compiled: in training, use the
+        compiled pass (`TransformerLayer.call` says when not). Returns [n, H]."""
+        if training and compiled:
             return self._fused_for_training(rows, residual)
-        return self.layer_norm(self.dense(rows) + residual)  # dropout: in training only
+        outputs = self.dropout(self.dense(rows), training=training)
+        return self.layer_norm(outputs + residual)
 
     def _fused_for_training(self, rows, residual):
         """`call` with dropout: the bias, dropout, residual and LayerNorm in one compiled
@@ -393,13 +395,14 @@ class Attention(keras.layers.Layer):
         self.output_block.build()
 
     def call(self, query_rows, key_rows, attention_adder, query_layout, key_layout,
-             training=False):
+             training=False, compiled=True):
         """Returns the attention output [q, H] of the query rows and the probabilities
         [B, N, Tq, T] (see `SelfAttention`)."""
         context, probs = self.self_attention(
             query_rows, key_rows, attention_adder, query_layout=query_layout,
             key_layout=key_layout, training=training)
-        return self.output_block(context, query_rows, training=training), probs
+        return self.output_block(context, query_rows, training=training,
+                                 compiled=compiled), probs
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -430,7 +433,14 @@ class TransformerLayer(keras.layers.Layer):
         Returns:
           The layer's output, float Tensor [n, H], or [B*P, H] at `positions`; and its
           attention probabilities [B, N, T or P, T].
+
+        At `positions` the rows are few (a classifier's B [CLS] rows), and training computes
+        them with TensorFlow's operations, as inference does, instead of compiled passes: XLA
+        compiles a pass for each row count, and those four compilations were 0.3 s of a cold
+        run's first step, while the passes padded the rows to 256 at every step
+        (benchmarks/history/first_step.md).
         """
+        compiled = positions is None
         if positions is None:
             query_rows, query_layout = rows, layout
         else:
@@ -441,9 +451,11 @@ class TransformerLayer(keras.layers.Layer):
                                             axis=2, batch_dims=1)  # [B, 1, P, T]
         attention_output, probs = self.attention(
             query_rows, rows, attention_adder, query_layout=query_layout, key_layout=layout,
-            training=training)
-        intermediate_output = self.intermediate(attention_output, training=training)  # [q, I]
-        return self.output_block(intermediate_output, attention_output, training=training), probs
+            training=training, compiled=compiled)
+        intermediate_output = self.intermediate(attention_output, training=training,
+                                                compiled=compiled)  # [q, I]
+        return self.output_block(intermediate_output, attention_output, training=training,
+                                 compiled=compiled), probs
 
 
 class Intermediate(keras.layers.Layer):
@@ -461,9 +473,9 @@ class Intermediate(keras.layers.Layer):
     def build(self, input_shape=None):
         self.dense.build((None, self.hidden_size))  # rows [n, H]
 
-    def call(self, rows, training=False):
-        """Args: rows [n, H]. Returns [n, I]."""
-        if training and self.training_activation is not None:
+    def call(self, rows, training=False, compiled=True):
+        """Args: rows [n, H]; compiled: see `DenseLayerNorm.call`. Returns [n, I]."""
+        if training and compiled and self.training_activation is not None:
             return self._compiled_for_training(rows)
         outputs = self.dense(rows)
         return outputs if self.activation is None else self.activation(outputs)
