@@ -25,7 +25,9 @@ group_by_length order, under torch.autocast bfloat16, the update by torch's fuse
 the peer's best on a CPU with bfloat16 instructions), peer_grouped_bfloat16 (the same with
 the update in torch ops), peer_grouped (float32, the update in torch ops) and peer_dynamic
 (batch padding, random batches: the peer's default); on request peer_padded (every sequence
-padded to 128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md).
+padded to 128), peer_grouped_fused (float32 with the fused update: the peer's best on a CPU
+without bfloat16 instructions) and peer_grouped_compiled (torch.compile; slower on MRPC, see
+peers/README.md).
 Each peer configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
@@ -77,6 +79,8 @@ CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
                                        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
 PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped": ["--batching=grouped"],
+    # The peer's best on a CPU without bfloat16 instructions (AVX2 only).
+    "peer_grouped_fused": ["--batching=grouped", "--fused_optimizer"],
     "peer_dynamic": ["--batching=dynamic"],
     "peer_dynamic_fused": ["--batching=dynamic", "--fused_optimizer"],
     "peer_padded": ["--batching=padded"],
