@@ -20,14 +20,14 @@ on request fixed_float32_malloc, fixed padding with tensors from malloc instead 
 pool (the README's setting for less memory). With --with_peer each seed's runs are
 followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch) with the
 peer venv's interpreter, on the same data, weights and protocol, in the configurations of
---peer_configs, by default: peer_grouped_bfloat16_fused (batch padding with the Trainer's
-group_by_length order, under torch.autocast bfloat16, the update by torch's fused AdamW kernel:
-the peer's best on a CPU with bfloat16 instructions), peer_grouped_bfloat16 (the same with
-the update in torch ops), peer_grouped (float32, the update in torch ops) and peer_dynamic
-(batch padding, random batches: the peer's default); on request peer_padded (every sequence
-padded to 128), peer_grouped_fused (float32 with the fused update: the peer's best on a CPU
-without bfloat16 instructions) and peer_grouped_compiled (torch.compile; slower on MRPC, see
-peers/README.md).
+--peer_configs, by default on a CPU with bfloat16 instructions: peer_grouped_bfloat16_fused
+(batch padding with the Trainer's group_by_length order, under torch.autocast bfloat16, the
+update by torch's fused AdamW kernel: the peer's best there), peer_grouped_bfloat16 (the same
+with the update in torch ops), peer_grouped (float32, the update in torch ops) and
+peer_dynamic (batch padding, random batches: the peer's default); on a CPU without them,
+where autocast is emulated, peer_grouped_fused (float32 with the fused update: the peer's
+best there), peer_grouped and peer_dynamic. On request peer_padded (every sequence padded to
+128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md).
 Each peer configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
@@ -79,7 +79,7 @@ CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
                                        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
 PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped": ["--batching=grouped"],
-    # The peer's best on a CPU without bfloat16 instructions (AVX2 only).
+    # The peer's best on a CPU without bfloat16 instructions (avx512_bf16, amx_bf16).
     "peer_grouped_fused": ["--batching=grouped", "--fused_optimizer"],
     "peer_dynamic": ["--batching=dynamic"],
     "peer_dynamic_fused": ["--batching=dynamic", "--fused_optimizer"],
@@ -89,6 +89,9 @@ PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped_bfloat16_fused": ["--batching=grouped", "--autocast=bfloat16",
                                     "--fused_optimizer"],
 }
+DEFAULT_PEER_CONFIGS = ["peer_grouped_bfloat16_fused", "peer_grouped_bfloat16", "peer_grouped",
+                        "peer_dynamic"]
+DEFAULT_PEER_CONFIGS_WITHOUT_BFLOAT16 = ["peer_grouped_fused", "peer_grouped", "peer_dynamic"]
 TASKS = {  # name -> (script, peer script, learning rate)
     "mrpc": ("run_classifier.py", "hf_mrpc.py", 2e-5),
     "conll": ("run_ner.py", "hf_conll.py", 5e-5),
@@ -130,10 +133,9 @@ def parse_args():
                              "lines dropped, as the peer counts them); 0: all 14041.")
     parser.add_argument("--with_peer", action="store_true",
                         help=f"Also run the peer with {PEER_PYTHON}, interleaved.")
-    parser.add_argument("--peer_configs", default=",".join((
-                            "peer_grouped_bfloat16_fused", "peer_grouped_bfloat16", "peer_grouped",
-                            "peer_dynamic")),
-                        help=f"Comma-separated, among {', '.join(PEER_CONFIGS)}.")
+    parser.add_argument("--peer_configs", default=None,
+                        help=f"Comma-separated, among {', '.join(PEER_CONFIGS)} (default: "
+                             f"the peer's best and its default for the CPU, see above).")
     parser.add_argument("--reference_seeds", default=None,
                         help="Comma-separated seeds on which fixed_float32 and the peer run "
                              "(default: every seed). Their speed is what the others are "
@@ -160,9 +162,10 @@ def parse_args():
     args.reference_seeds = (args.seeds if args.reference_seeds is None
                             else [int(seed) for seed in args.reference_seeds.split(",")])
     args.configs = args.configs.split(",")
-    args.peer_configs = args.peer_configs.split(",")
+    args.peer_configs = (None if args.peer_configs is None  # chosen by the CPU's instructions
+                         else args.peer_configs.split(","))
     for name, known in (("tasks", TASKS), ("configs", CONFIGS), ("peer_configs", PEER_CONFIGS)):
-        unknown = [value for value in getattr(args, name) if value not in known]
+        unknown = [value for value in getattr(args, name) or [] if value not in known]
         if unknown:
             parser.error(f"unknown --{name} {unknown}; known: {list(known)}")
     return args
@@ -464,6 +467,9 @@ def run_benchmark(args, work):
     data_dir = pathlib.Path(args.data_dir)
     started = time.strftime("%Y-%m-%d %H:%M")
     peak_before = matmul_peaks()
+    if args.peer_configs is None:
+        args.peer_configs = (DEFAULT_PEER_CONFIGS_WITHOUT_BFLOAT16
+                             if peak_before["cpu_lacks_bfloat16"] else DEFAULT_PEER_CONFIGS)
     model = convert_minilm(work)
     data = {"mrpc": subset_mrpc(data_dir / "glue/MRPC", work / "mrpc_data",
                                 args.max_train_examples),
