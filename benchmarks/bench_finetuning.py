@@ -42,6 +42,13 @@ one, as a user's later runs do. Peak RSS is the child's maximum resident set (`o
 "kernel" the share of the child's CPU time spent in the kernel (system over user + system). The
 machine's float32 and bfloat16 matmul peaks (2048^3 `tf.matmul`, median of 5) are measured in
 the same run, and whether the CPU has bfloat16 instructions (without them mixed_bfloat16 is slow).
+
+Under each task's table, the matmul-bound limit of its training step (step_limit.py: the
+encoder's matmuls of the task's own training records, at the rate their shapes run here, in
+float32 and in bfloat16) beside each configuration's step after the first: as a ratio to the
+peer's best step, and as a share of the limit of its precision. The issue's target for our
+fastest, 1.45x the peer's best step, was 90% of that limit on the machine it was set on;
+bench_step_breakdown.py says part by part where a step spends what is beyond it.
 """
 import argparse
 import json
@@ -55,6 +62,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import step_limit
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -295,7 +304,9 @@ def minilm_mrpc_flags(model, data, output, epochs, cache):
             "--iterations_per_loop=1000", f"--xla_cache_dir={cache}", "--progress_seconds=1e-9"]
 
 
-def run_ours(task, config, seed, args, model, data, work):
+def run_ours(task, config, seed, args, model, data, work, limits):
+    """Runs one configuration of ours; returns its figures. The first run of a task also
+    measures the task's matmul-bound limit into `limits` (from the records it wrote)."""
     script, _, learning_rate = TASKS[task]
     output = work / f"{task}_{config}_{seed}"
     flags = [f"--data_dir={data}", f"--vocab_file={model / 'vocab.txt'}",
@@ -325,6 +336,9 @@ def run_ours(task, config, seed, args, model, data, work):
         accuracy, f1 = results["eval_accuracy"], results["eval_f1"]
     else:  # conlleval's percentages
         accuracy, f1 = results["eval_accuracy"] / 100, results["eval_f1"] / 100
+    if task not in limits:
+        limits[task] = step_limit.measure(output / "train.tf_record",
+                                          model / "bert_config.json", BATCH, task == "conll")
     shutil.rmtree(output, ignore_errors=True)  # checkpoints: 100s of MB per run
     if args.xla_cache == "cold":
         shutil.rmtree(cache, ignore_errors=True)
@@ -416,8 +430,9 @@ def table(task, runs, configs):
 
 
 def read_runs(paths):
-    """The runs in --json files or in stderr's JSON lines, and the peaks the files record."""
-    runs, peaks = [], []
+    """The runs in --json files or in stderr's JSON lines, the peaks and the matmul-bound
+    limits the files record."""
+    runs, peaks, limits = [], [], {}
     for path in paths:
         text = pathlib.Path(path).read_text()
         try:
@@ -427,27 +442,65 @@ def read_runs(paths):
         if isinstance(saved, dict) and "runs" in saved:  # a --json file
             runs.extend(saved["runs"])
             peaks.extend(saved["peak_gflops"])
+            limits.update(saved.get("limits", {}))
         else:  # a run's stderr: one JSON line per run
             runs.extend(json.loads(line) for line in text.splitlines() if line.startswith("{"))
     for run in runs:  # before the peer had configurations it padded every pair to 128
         run["config"] = "peer_padded" if run["config"] == "peer" else run["config"]
-    return runs, peaks
+    return runs, peaks, limits
 
 
-def print_tables(runs, configs):
+def limit_table(task, runs, configs, limit):
+    """The markdown lines setting each configuration's step after the first against the
+    matmul-bound limit of `limit` (`step_limit.measure`) and the peer's best such step."""
+    unit = "pairs" if task == "mrpc" else "sequences"
+    steps = {}
+    for config in configs + list(PEER_CONFIGS):
+        values = [r["after_first_step_per_second"] for r in runs
+                  if r["config"] == config and r.get("after_first_step_per_second")]
+        if values:
+            steps[config] = statistics.median(values)
+    peers = [c for c in steps if c in PEER_CONFIGS]
+    best_peer = max(peers, key=steps.get) if peers else None
+    rates = limit["matmul_gflops"]
+    lines = [f"Matmul-bound limit of the training step ({step_limit.__name__}.py): "
+             f"{limit['records']} training records of {limit['mean_length']:.1f} pieces on "
+             f"average, {limit['gflop_per_batch']:.1f} GFLOP of encoder matmuls a batch of "
+             f"{BATCH}; the step's matmul shapes run at {rates['float32']:.0f} GFLOP/s in "
+             f"float32 and {rates['bfloat16']:.0f} in bfloat16 here.", "",
+             f"| | after the first step, {unit}/s (median) | vs the peer's best step | "
+             f"share of its precision's limit |", "|---|---:|---:|---:|"]
+    for precision in ("float32", "bfloat16"):
+        speed = limit["examples_per_second"][precision]
+        ratio = f"{speed / steps[best_peer]:.2f}x (90%: {0.9 * speed / steps[best_peer]:.2f}x)"
+        lines.append(f"| limit, {precision} | {speed:.2f} | "
+                     f"{ratio if best_peer else 'n/a'} | 100% |")
+    for config, speed in steps.items():
+        precision = "bfloat16" if "bfloat16" in config else "float32"
+        mark = " (the peer's best step)" if config == best_peer else ""
+        ratio = f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
+        lines.append(f"| {config}{mark} | {speed:.2f} | {ratio} | "
+                     f"{speed / limit['examples_per_second'][precision]:.0%} |")
+    return "\n".join(lines)
+
+
+def print_tables(runs, configs, limits):
     for task in dict.fromkeys(r["task"] for r in runs):
+        task_runs = [r for r in runs if r["task"] == task]
         print(f"\n{task} (lr {TASKS[task][2]:g}):\n")
-        print(table(task, [r for r in runs if r["task"] == task], configs))
+        print(table(task, task_runs, configs))
+        if task in limits:
+            print("\n" + limit_table(task, task_runs, configs, limits[task]))
 
 
 def main():
     args = parse_args()
     if args.from_results:
-        runs, peaks = read_runs(args.from_results.split(","))
+        runs, peaks, limits = read_runs(args.from_results.split(","))
         if peaks:
             print(f"Measured float32 matmul peaks of those runs: "
                   f"{', '.join(f'{p:.0f}' for p in peaks)} GFLOP/s")
-        print_tables(runs, [c for c in CONFIGS if any(r["config"] == c for r in runs)])
+        print_tables(runs, [c for c in CONFIGS if any(r["config"] == c for r in runs)], limits)
         return
     if args.with_peer and not PEER_PYTHON.exists():
         sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
@@ -475,13 +528,14 @@ def run_benchmark(args, work):
                                 args.max_train_examples),
             "conll": subset_conll(data_dir / "conll2003", work / "conll_data",
                                   args.max_train_sentences)}
-    runs = []
+    runs, limits = [], {}
     for task in args.tasks:
         for seed in args.seeds:  # seed-major: every configuration sees the same drift
             for config in args.configs:
                 if config == "fixed_float32" and seed not in args.reference_seeds:
                     continue
-                runs.append(run_ours(task, config, seed, args, model, data[task], work))
+                runs.append(run_ours(task, config, seed, args, model, data[task], work,
+                                     limits))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
             if args.with_peer and seed in args.reference_seeds:
                 for config in args.peer_configs:
@@ -498,14 +552,14 @@ def run_benchmark(args, work):
           f"after; bfloat16: {peak_before['bfloat16']:.0f} and {peak_after['bfloat16']:.0f}. "
           f"bfloat16 instructions (avx512_bf16, amx_bf16): "
           f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}.")
-    print_tables(runs, args.configs)
+    print_tables(runs, args.configs, limits)
     if args.json:  # written, then renamed: never half a file
         temporary = f"{args.json}.tmp{os.getpid()}"
         pathlib.Path(temporary).write_text(json.dumps(
             {"started": started,
              "peak_gflops": [peak_before["float32"], peak_after["float32"]],
              "bfloat16_peak_gflops": [peak_before["bfloat16"], peak_after["bfloat16"]],
-             "runs": runs},
+             "limits": limits, "runs": runs},
             indent=1) + "\n")
         os.replace(temporary, args.json)
 
