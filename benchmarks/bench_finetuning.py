@@ -470,15 +470,17 @@ def limit_table(task, runs, configs, limit):
              f"float32 and {rates['bfloat16']:.0f} in bfloat16 here.", "",
              f"| | after the first step, {unit}/s (median) | vs the peer's best step | "
              f"share of its precision's limit |", "|---|---:|---:|---:|"]
+    def versus_peer(speed):
+        return f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
+
     for precision in ("float32", "bfloat16"):
         speed = limit["examples_per_second"][precision]
-        ratio = f"{speed / steps[best_peer]:.2f}x (90%: {0.9 * speed / steps[best_peer]:.2f}x)"
-        lines.append(f"| limit, {precision} | {speed:.2f} | "
-                     f"{ratio if best_peer else 'n/a'} | 100% |")
+        ninety = f" (90%: {versus_peer(0.9 * speed)})" if best_peer else ""
+        lines.append(f"| limit, {precision} | {speed:.2f} | {versus_peer(speed)}{ninety} | 100% |")
     for config, speed in steps.items():
         precision = "bfloat16" if "bfloat16" in config else "float32"
         mark = " (the peer's best step)" if config == best_peer else ""
-        ratio = f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
+        ratio = versus_peer(speed)
         lines.append(f"| {config}{mark} | {speed:.2f} | {ratio} | "
                      f"{speed / limit['examples_per_second'][precision]:.0%} |")
     return "\n".join(lines)
