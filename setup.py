@@ -35,6 +35,6 @@ setuptools.setup(
     # which installs beside the stack above without changing it; its ceiling the next minor.
     # keras-hub 0.32 cannot be imported with Keras 3.16 (a Keras name it imports is gone), so
     # the extra holds Keras below 3.16 (.ci/canary tries keras-hub's nightly with 3.16).
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.11", "scikit-learn>=1.4"],
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "scipy>=1.11"],
                     "keras-hub": ["keras-hub>=0.32.0,<0.33", "keras<3.16"]},
 )

@@ -170,22 +170,49 @@ def every_export(exported, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def served(exported):
-    """Each export served in a TF-only process: {name: (requests, results, bad results)}.
-    The requests end with a row alone and in a batch of 64; the bad results are keyed by the
-    id of their BAD_REQUESTS inputs."""
-    jobs, names = [], list(exported)
-    for name in names:
-        directory, requests = exported[name]
+def serving(exported, vocab_file, tmp_path_factory):
+    """Every export of EXPORTS and a document classifier's, served in one TF-only process (each
+    export loaded once, as a server holds it): the tests' requests, each text signature on a
+    row alone and in a batch of 64, the bad requests, and the export's own warm-up requests.
+
+    Returns (served, warmed): served {name: (requests, results, bad results)} for EXPORTS, the
+    requests ending with the row alone and the batch, the bad results keyed by the id of their
+    BAD_REQUESTS inputs; warmed {name: (directory, warm-up requests, results)} for WARMED.
+    """
+    keras.utils.set_random_seed(9)
+    document = export.DocumentClassifierExport(BertClassifier(CONFIG, 3), vocab_file, True, SEQ,
+                                               ["a", "b", "c"], doc_stride=7, aggregation="mean")
+    directories = {name: directory for name, (directory, _) in exported.items()}
+    directories["document"] = pathlib.Path(export.save_versioned(
+        document, str(tmp_path_factory.mktemp("document"))))
+    jobs = {}
+    for name, directory in directories.items():
+        requests = exported[name][1] + batch_requests(name) if name in exported else []
+        warmup = warmup_requests(directory)
         bad = [(signature, inputs) for export_name, signature, inputs, _ in BAD_REQUESTS
                if export_name == name]
-        jobs.append((directory, requests + batch_requests(name), bad))
-    results = {}
-    for name, (_, requests, bad), answers in zip(names, jobs, serve_many(jobs)):
-        bad_results = {id(inputs): answer["session"]
-                       for (_, inputs), answer in zip(bad, answers[len(requests):])}
-        results[name] = (requests, answers[:len(requests)], bad_results)
-    return results
+        jobs[name] = (requests, warmup, bad)
+    served, warmed = {}, {}
+    answers = serve_many([(directories[name], requests + warmup, bad)
+                          for name, (requests, warmup, bad) in jobs.items()])
+    for (name, (requests, warmup, bad)), results in zip(jobs.items(), answers):
+        ends = len(requests), len(requests) + len(warmup)
+        warmed[name] = (directories[name], warmup, results[ends[0]:ends[1]])
+        if name in exported:
+            bad_results = {id(inputs): answer["session"]
+                           for (_, inputs), answer in zip(bad, results[ends[1]:])}
+            served[name] = (requests, results[:ends[0]], bad_results)
+    return served, warmed
+
+
+@pytest.fixture(scope="module")
+def served(serving):
+    return serving[0]
+
+
+@pytest.fixture(scope="module")
+def warmed(serving):
+    return serving[1]
 
 
 def batch_requests(name):
@@ -584,22 +611,6 @@ def test_a_head_and_tail_export_answers_as_run_classifier(vocab_file):
     np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5, rtol=0)
     head = _python_probabilities(model, vocab_file, documents)
     assert np.abs(head - expected).max() > 0.01  # the cut differs from the head's
-
-
-@pytest.fixture(scope="module")
-def warmed(exported, vocab_file, tmp_path_factory):
-    """Each export's warm-up requests (the document classifier's too), replayed in a TF-only
-    process: {name: (directory, requests, results)}."""
-    keras.utils.set_random_seed(9)
-    document = export.DocumentClassifierExport(BertClassifier(CONFIG, 3), vocab_file, True, SEQ,
-                                               ["a", "b", "c"], doc_stride=7, aggregation="mean")
-    directories = {name: directory for name, (directory, _) in exported.items()}
-    directories["document"] = pathlib.Path(export.save_versioned(
-        document, str(tmp_path_factory.mktemp("document"))))
-    requests = {name: warmup_requests(directory) for name, directory in directories.items()}
-    answers = serve_many([(directories[name], requests[name], []) for name in directories])
-    return {name: (directories[name], requests[name], results)
-            for name, results in zip(directories, answers)}
 
 
 WARMED = [*EXPORTS, "document"]
