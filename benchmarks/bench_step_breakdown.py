@@ -40,61 +40,20 @@ from modeling.runtime import quiet  # noqa: E402
 quiet.install()
 import tensorflow as tf  # noqa: E402
 
+# matmul_seconds traces a function for each shape on purpose: no retracing warnings.
+tf.get_logger().setLevel("ERROR")
+
 from modeling import BertConfig  # noqa: E402
 from modeling.models.classifier import BertClassifier  # noqa: E402
 from modeling.training import optimization, trainer  # noqa: E402
 
 from bench_finetuning import PEER_PYTHON  # noqa: E402  (one peer venv for all benchmarks)
+from step_limit import step_matmuls  # noqa: E402  (the limit's own count of the matmuls)
 
 CHAIN = 10  # matmuls timed together (see matmul_seconds)
 PEER_SCRIPT = pathlib.Path(__file__).resolve().parent / "peers" / "peer_step_breakdown.py"
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, hidden_act="gelu_exact")
-
-
-def matmul_inventory(batch, length, config):
-    """The step's matmuls: list of (phase, name, batch dims, m, k, n, transpose_a,
-    transpose_b, count). A [m, k] x [k, n] product, `count` times per step.
-
-    As the classifier trains: every layer over the batch's B*t tokens, but the last, whose
-    keys and values are computed over every token and the rest (query, attention output,
-    feed-forward) only at [CLS], the one position the head reads.
-    """
-    rows, hidden, inner = batch * length, config["hidden_size"], config["intermediate_size"]
-    heads = config["num_attention_heads"]
-    depth, layers = hidden // heads, config["num_hidden_layers"]
-    inventory = []
-
-    def dense(name, m, k, n, count):
-        inventory.extend([
-            ("forward", name, (), m, k, n, False, False, count),
-            ("backward", f"{name}: input gradient", (), m, n, k, False, True, count),
-            ("backward", f"{name}: weight gradient", (), k, m, n, True, False, count)])
-
-    def attention(name, queries, count):
-        b = (batch * heads,)
-        inventory.extend([
-            ("forward", f"{name}scores Q K^T", b, queries, depth, length, False, True, count),
-            ("forward", f"{name}context P V", b, queries, length, depth, False, False, count),
-            ("backward", f"{name}scores: dQ = dS K", b, queries, length, depth, False, False,
-             count),
-            ("backward", f"{name}scores: dK = dS^T Q", b, length, queries, depth, True, False,
-             count),
-            ("backward", f"{name}context: dP = dC V^T", b, queries, depth, length, False, True,
-             count),
-            ("backward", f"{name}context: dV = P^T dC", b, length, queries, depth, True, False,
-             count)])
-
-    full = layers - 1
-    dense("q/k/v/o projection", rows, hidden, hidden, 4 * full + 2)  # the last: k and v
-    dense("feed-forward in", rows, hidden, inner, full)
-    dense("feed-forward out", rows, inner, hidden, full)
-    attention("attention ", length, full)
-    dense("last layer at [CLS]: q/o projection", batch, hidden, hidden, 2)
-    dense("last layer at [CLS]: feed-forward in", batch, hidden, inner, 1)
-    dense("last layer at [CLS]: feed-forward out", batch, inner, hidden, 1)
-    attention("last layer at [CLS]: ", 1, 1)
-    return inventory
 
 
 def matmul_seconds(dims, m, k, n, transpose_a, transpose_b, repeats, dtype=tf.float32,
@@ -310,7 +269,7 @@ def main():
             times[name].append(time.perf_counter() - start)
     measured = {name: statistics.median(values) for name, values in times.items()}
 
-    inventory = matmul_inventory(batch, length, MINILM)
+    inventory = step_matmuls(batch, length, MINILM)
     rows, implied = [], {"forward": 0.0, "backward": 0.0}
     for phase, name, dims, m, k, n, transpose_a, transpose_b, count in inventory:
         seconds = matmul_seconds(dims, m, k, n, transpose_a, transpose_b, args.matmul_repeats,
