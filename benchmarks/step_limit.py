@@ -11,15 +11,18 @@ The work counted is what any implementation must do for the task, padding left o
 - training: the forward once and the backward twice (the gradients of a matmul's input and of
   its weights each cost its forward), so 3x the forward.
 Embeddings, normalization, activations, dropout and the update are left out: they are the
-"not matmul" a step spends beyond the limit.
+"not matmul" a step spends beyond the limit. `step_matmuls` lists these products one by one;
+bench_step_breakdown.py times the same list.
 
-The rate is measured, not taken from the 2048^3 peak: the step's own products (`step_matmuls`:
-[B L, H] by [H, H], [H, I] and [I, H], attention's batched [L, d] products, and each one's two
-gradients with their transposes) run slower on a CPU than a large square matmul does. Each is
-timed alone (bench_step_breakdown.matmul_seconds) at a batch of the records' mean length; the
-rate is their FLOPs over their time, each counted as often as a step runs it.
-bench_step_breakdown.py times the same products, and the step part by part, at one batch's
-shapes.
+The rate is measured, not taken from the 2048^3 peak: the step's own shapes ([B L, H] by
+[H, 3H], [H, H], [H, I], [I, H], and the transposed products of the backward) run slower on a
+CPU than a large square matmul does. bench_step_breakdown.py times each of them alone, and the
+step part by part, at one batch's shapes. Timed as there, the whole list one product after
+another (each waiting for the one before, attention's and the [CLS] rows' included, each as
+often as a step runs it), they reach less than here, where one function runs the larger shapes
+once each and independent products overlap: 120 against 210 GFLOP/s on MRPC's records,
+alternated in one sitting on a 2-core Xeon (benchmarks/history/finetuning_against_peer.md).
+This limit takes the higher rate.
 """
 import json
 import os
@@ -30,28 +33,33 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 _MEASURE = r"""
-import json, sys
+import json, statistics, sys, time
 import numpy as np
-sys.path.insert(0, sys.argv[5])
-from bench_step_breakdown import matmul_seconds  # imports TensorFlow, quietly
-from step_limit import step_matmuls
 import tensorflow as tf
 
-records, config_path, batch, every_piece_read = sys.argv[1:5]
-config, batch = json.load(open(config_path, encoding="utf-8")), int(batch)
+records, config_path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+config = json.load(open(config_path, encoding="utf-8"))
+hidden, inner = config["hidden_size"], config["intermediate_size"]
 lengths = [int(np.sum(tf.train.Example.FromString(record).features.feature["input_mask"]
                       .int64_list.value))
            for record in tf.data.TFRecordDataset(records).as_numpy_iterator()]
-length = round(float(np.mean(lengths)))
-products = step_matmuls(batch, length, config, length if every_piece_read == "1" else 1)
+rows = batch * round(float(np.mean(lengths)))
+shapes = []  # (m, k, n) of the forward's products and of their two gradients
+for k, n in ((hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)):
+    shapes += [(rows, k, n), (rows, n, k), (k, rows, n)]
 rates = {}
 for dtype in (tf.float32, tf.bfloat16):
-    flops = seconds = 0.0
-    for _, _, dims, m, k, n, transpose_a, transpose_b, count in products:
-        flops += 2 * m * k * n * int(np.prod(dims)) * count
-        seconds += matmul_seconds(tuple(dims), m, k, n, transpose_a, transpose_b, 7, dtype) * count
-    rates[dtype.name] = flops / seconds / 1e9
-print(json.dumps({"lengths": lengths, "gflops": rates}))
+    pairs = [(tf.cast(tf.random.normal([m, k]), dtype), tf.cast(tf.random.normal([k, n]), dtype))
+             for m, k, n in shapes]
+    products = tf.function(lambda pairs: [tf.reduce_sum(tf.matmul(a, b)) for a, b in pairs])
+    [value.numpy() for value in products(pairs)]
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        [value.numpy() for value in products(pairs)]
+        times.append(time.perf_counter() - start)
+    rates[dtype.name] = sum(2 * m * k * n for m, k, n in shapes) / statistics.median(times) / 1e9
+print(json.dumps({"lengths": lengths, "rows": rows, "gflops": rates}))
 """
 
 
@@ -128,8 +136,7 @@ def measure(records, config_path, batch, every_piece_read):
       step's shapes}, "examples_per_second": {dtype: the limit}}.
     """
     process = subprocess.run([sys.executable, "-c", _MEASURE, str(records), str(config_path),
-                              str(batch), "1" if every_piece_read else "0",
-                              str(ROOT / "benchmarks")], capture_output=True, text=True, cwd=ROOT,
+                              str(batch)], capture_output=True, text=True, cwd=ROOT,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
     measured = json.loads(process.stdout.strip().splitlines()[-1])
     config = json.loads(pathlib.Path(config_path).read_text("utf-8"))
