@@ -470,6 +470,7 @@ def limit_table(task, runs, configs, limit):
              f"float32 and {rates['bfloat16']:.0f} in bfloat16 here.", "",
              f"| | after the first step, {unit}/s (median) | vs the peer's best step | "
              f"share of its precision's limit |", "|---|---:|---:|---:|"]
+
     def versus_peer(speed):
         return f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
 
@@ -480,8 +481,7 @@ def limit_table(task, runs, configs, limit):
     for config, speed in steps.items():
         precision = "bfloat16" if "bfloat16" in config else "float32"
         mark = " (the peer's best step)" if config == best_peer else ""
-        ratio = versus_peer(speed)
-        lines.append(f"| {config}{mark} | {speed:.2f} | {ratio} | "
+        lines.append(f"| {config}{mark} | {speed:.2f} | {versus_peer(speed)} | "
                      f"{speed / limit['examples_per_second'][precision]:.0%} |")
     return "\n".join(lines)
 
