@@ -1,9 +1,22 @@
-"""Runs the project's scripts the way a user does: a fresh Python process from the shell."""
+"""Runs the project's scripts the way a user does: a Python process of their own with the
+flags of the shell.
+
+`run_script` and `run_on_logical_cpus` fork that process from a Python that has already
+imported TensorFlow and Keras (tests/preloaded_python.py, one a test worker), which saves each
+run the ~5 s of CPU of that import; their environment is the user's, but for what TensorFlow
+reads at import. What happens before and during that import (the scripts' start-up noise
+filter, the import's lines) is tested on fresh processes: `script_command` with subprocess, as
+test_runtime_quiet.py, the README's commands and every test that kills a run do.
+"""
 import json
+import locale
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -25,10 +38,84 @@ def dead_pid():
     return process.pid
 
 
+# What a command's environment may set otherwise than the preloaded Python's: read after
+# TensorFlow's import (the cluster, temporary files, XLA's flags), or set by pytest for each test.
+_READ_AFTER_IMPORT = {"TF_CONFIG", "TMPDIR", "TF_XLA_FLAGS", "PYTHONPATH", "PYTEST_CURRENT_TEST"}
+
+
+class _PreloadedPython:
+    """tests/preloaded_python.py, started on first use with the `script_env()` of then."""
+
+    def __init__(self):
+        self.process = None
+        self.before = self.after = None  # its environment before and after the import
+        self.received = b""
+
+    def can_run(self, env):
+        """Whether a fresh process with `env` would import TensorFlow as the preloaded one did:
+        the same values, or the ones the import itself set (TF2_BEHAVIOR, h5py's plugin
+        path: a test worker that imported TensorFlow passes them on), but for what is read
+        after it."""
+        if self.process is None:
+            self.before = script_env()
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "preloaded_python.py")], env=self.before,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self.after = self._reply(None)["env"]
+        keys = (set(env) | set(self.before)) - _READ_AFTER_IMPORT
+        return all(env.get(key) in (self.before.get(key), self.after.get(key)) for key in keys)
+
+    def run(self, command, env, timeout):
+        """`subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)`
+        for a command `[sys.executable, ...]`, forked from the preloaded Python."""
+        with tempfile.TemporaryDirectory() as directory:
+            outputs = [os.path.join(directory, name) for name in ("stdout", "stderr")]
+            for path in outputs:
+                open(path, "wb").close()
+            self.process.stdin.write(json.dumps({
+                "argv": command[1:], "env": env, "cwd": os.getcwd(), "stdout": outputs[0],
+                "stderr": outputs[1]}).encode() + b"\n")
+            self.process.stdin.flush()
+            pid = self._reply(None)["pid"]
+            try:
+                status = self._reply(timeout)["status"]
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(None)
+                raise subprocess.TimeoutExpired(command, timeout)
+            encoding = locale.getpreferredencoding(False)
+            stdout, stderr = (open(path, encoding=encoding).read() for path in outputs)
+        return subprocess.CompletedProcess(command, os.waitstatus_to_exitcode(status), stdout,
+                                           stderr)
+
+    def _reply(self, timeout):
+        """The next reply, read from the pipe itself (a buffered reader could hold it where
+        `select` does not see it)."""
+        while b"\n" not in self.received:
+            if not select.select([self.process.stdout], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("preloaded_python.py", timeout)
+            data = os.read(self.process.stdout.fileno(), 65536)
+            if not data:
+                raise RuntimeError(f"tests/preloaded_python.py ended ({self.process.wait()})")
+            self.received += data
+        line, self.received = self.received.split(b"\n", 1)
+        return json.loads(line)
+
+
+_PRELOADED = _PreloadedPython()
+
+
+def _run(command, env):
+    """`subprocess.run` of `command` with `env`, captured as text, forked from the preloaded
+    Python where `env` allows."""
+    if _PRELOADED.can_run(env):
+        return _PRELOADED.run(command, env, timeout=600)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
 def run_script(name, *args, check=True, **env):
     """Runs `python <ROOT>/<name> args...`; returns the CompletedProcess (text output)."""
-    process = subprocess.run(script_command(name, *args), capture_output=True, text=True,
-                             env=script_env(**env), timeout=600)
+    process = _run(script_command(name, *args), script_env(**env))
     if check and process.returncode != 0:
         raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")
     return process
@@ -57,8 +144,7 @@ def logical_cpus_command(name, devices, *args):
 
 def run_on_logical_cpus(name, devices, *args):
     """Runs `logical_cpus_command`; returns the CompletedProcess (text output)."""
-    process = subprocess.run(logical_cpus_command(name, devices, *args), capture_output=True,
-                             text=True, env=script_env(PYTHONPATH=str(ROOT)), timeout=600)
+    process = _run(logical_cpus_command(name, devices, *args), script_env(PYTHONPATH=str(ROOT)))
     if process.returncode != 0:
         raise AssertionError(f"{name} failed ({process.returncode}):\n{process.stderr[-3000:]}")
     return process

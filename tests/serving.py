@@ -3,7 +3,8 @@
 - `serve(...)`: a fresh Python process that imports only `tensorflow` and `tensorflow_text`
   runs each request through `tf.saved_model.load` (the TF2 object loader) and through the TF1
   session loader (MetaGraph import, the SavedModel's restore op, then `Session.run` fed and
-  fetched by the signature's tensor names: what TF Serving's C++ loader does). `serve_many`
+  fetched by the signature's tensor names, in any shape: what TF Serving's C++ loader does;
+  one session an export, as a server holds it). `serve_many`
   and `serve_once` take another Python too: another TensorFlow's venv.
 - `serve_once(...)`: TF Serving's C++ loader itself (`tensorflow::LoadSavedModel`), through
   the `serve_once` program of ../shared/tools/tf_serving_loader, built here from the wheel.
@@ -60,36 +61,33 @@ def signature_defs(export_dir):
                 if "serve" in meta.meta_info_def.tags)
 
 
-sessions = {}  # one per signature (and set of loosely fed inputs), as a server holds one
+sessions = {}  # one per export, as a server holds one
 
 
-def session_for(export_dir, signature, names, loose):
-    key = (export_dir, signature, names if loose else ())
-    if key not in sessions:
-        sig = signature_defs(export_dir)[signature]
-        placeholders = {}
+def session_for(export_dir):
+    # The export in a session of its own, every signature's inputs mapped to placeholders of
+    # no shape: TF Serving's C++ feed checks no request's shape (Python's Session.run checks a
+    # feed against its placeholder's), so that a request of any shape reaches the graph.
+    if export_dir not in sessions:
+        signatures = signature_defs(export_dir)
         graph = tf.Graph()
         with graph.as_default():
-            if loose:
-                # Shape-less placeholders in place of the signature's, so that a request of
-                # any shape reaches the graph as TF Serving's C++ feed lets it (Python's
-                # Session.run checks a feed's shape against the placeholder itself).
-                placeholders = {sig.inputs[name].name: tf.compat.v1.placeholder(
-                    tf.as_dtype(sig.inputs[name].dtype), None) for name in names}
+            placeholders = {info.name: tf.compat.v1.placeholder(tf.as_dtype(info.dtype), None)
+                            for sig in signatures.values() for info in sig.inputs.values()}
             session = tf.compat.v1.Session(graph=graph)
             tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir,
-                                                 input_map=placeholders or None)
-        sessions[key] = (session, sig, placeholders)
-    return sessions[key]
+                                                 input_map=placeholders)
+        sessions[export_dir] = (session, signatures, placeholders)
+    return sessions[export_dir]
 
 
-def by_session(export_dir, signature, inputs, loose):
-    session, sig, placeholders = session_for(export_dir, signature, tuple(sorted(inputs)), loose)
+def by_session(export_dir, signature, inputs):
+    session, signatures, placeholders = session_for(export_dir)
+    sig = signatures[signature]
     feeds = {}
     for name, spec in inputs.items():
-        tensor = sig.inputs[name].name
-        dtype = tf.as_dtype(sig.inputs[name].dtype)
-        feeds[placeholders.get(tensor, tensor)] = as_array(spec, dtype)
+        info = sig.inputs[name]
+        feeds[placeholders[info.name]] = as_array(spec, tf.as_dtype(info.dtype))
     return run(session, sig, feeds)
 
 
@@ -107,7 +105,7 @@ for export_dir, requests in jobs:
     results = []
     for request in requests:
         signature, inputs = request["signature"], request["inputs"]
-        result = {"session": by_session(export_dir, signature, inputs, request["loose"])}
+        result = {"session": by_session(export_dir, signature, inputs)}
         if not request["loose"]:
             result["object_loader"] = by_object_loader(loaded, signature, inputs)
         results.append(result)
