@@ -9,7 +9,9 @@
 - `serve_once(...)`: TF Serving's C++ loader itself (`tensorflow::LoadSavedModel`), through
   the `serve_once` program of ../shared/tools/tf_serving_loader, built here from the wheel.
 """
+import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -205,16 +207,35 @@ def assert_same_outputs(actual, expected, atol=1e-5):
 @functools.lru_cache(maxsize=None)
 def serve_once_binary(python=sys.executable):
     """Builds ../shared/tools/tf_serving_loader/serve_once against the TensorFlow of `python`
-    (about 15-30 s, once per test session and Python); skips when it cannot be built here."""
-    build = SHARED / "tools/tf_serving_loader/build.sh"
-    if not build.exists():
-        pytest.skip(f"{build} is absent: TF Serving's loader is built from ../shared/tools")
+    (about 15-30 s); skips when it cannot be built here. The binary is kept in the temporary
+    folder under a hash of what it is built from (the tool's files, `python`, its TensorFlow's
+    libraries), so that the suite's workers build it once between them."""
+    tool = SHARED / "tools/tf_serving_loader"
+    if not (tool / "build.sh").exists():
+        pytest.skip(f"{tool / 'build.sh'} is absent: TF Serving's loader is built from "
+                    "../shared/tools")
     if not shutil.which(os.environ.get("CXX", "g++")):
         pytest.skip("no C++ compiler (g++ or $CXX) to build TF Serving's loader")
-    binary = os.path.join(tempfile.mkdtemp(prefix="serve_once_"), "serve_once")
-    process = subprocess.run(["bash", str(build), binary], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHON=python), timeout=600)
-    assert process.returncode == 0, f"serve_once did not build:\n{process.stderr[-3000:]}"
+    process = subprocess.run([python, "-c", "import importlib.util, os; print(os.path.dirname("
+                              "importlib.util.find_spec('tensorflow').origin))"],
+                             capture_output=True, text=True, check=True, timeout=60)
+    libraries = process.stdout.strip()
+    key = hashlib.sha256(os.path.realpath(python).encode())
+    for path in sorted(path for path in tool.iterdir() if path.is_file()):
+        key.update(path.name.encode() + path.read_bytes())
+    for name in ("libtensorflow_cc.so.2", "libtensorflow_framework.so.2"):
+        stat = os.stat(os.path.join(libraries, name))
+        key.update(f"{name} {stat.st_size} {stat.st_mtime_ns}".encode())
+    binary = os.path.join(tempfile.gettempdir(), f"serve_once-{key.hexdigest()[:16]}")
+    with open(binary + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the build, not builds
+        if not os.path.exists(binary):
+            built = f"{binary}.{os.getpid()}"
+            process = subprocess.run(["bash", str(tool / "build.sh"), built],
+                                     capture_output=True, text=True,
+                                     env=dict(os.environ, PYTHON=python), timeout=600)
+            assert process.returncode == 0, f"serve_once did not build:\n{process.stderr[-3000:]}"
+            os.replace(built, binary)
     return binary
 
 
