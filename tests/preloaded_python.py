@@ -34,8 +34,8 @@ def _run_child(request, protocol):
     for stream in protocol:
         stream.close()
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
-                            (2, request["stderr"], os.O_WRONLY | os.O_TRUNC)):
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
         opened = os.open(path, flags)
         os.dup2(opened, fd)
         os.close(opened)

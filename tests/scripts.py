@@ -70,8 +70,6 @@ class _PreloadedPython:
         for a command `[sys.executable, ...]`, forked from the preloaded Python."""
         with tempfile.TemporaryDirectory() as directory:
             outputs = [os.path.join(directory, name) for name in ("stdout", "stderr")]
-            for path in outputs:
-                open(path, "wb").close()
             self.process.stdin.write(json.dumps({
                 "argv": command[1:], "env": env, "cwd": os.getcwd(), "stdout": outputs[0],
                 "stderr": outputs[1]}).encode() + b"\n")

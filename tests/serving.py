@@ -216,10 +216,7 @@ def serve_once_binary(python=sys.executable):
                     "../shared/tools")
     if not shutil.which(os.environ.get("CXX", "g++")):
         pytest.skip("no C++ compiler (g++ or $CXX) to build TF Serving's loader")
-    process = subprocess.run([python, "-c", "import importlib.util, os; print(os.path.dirname("
-                              "importlib.util.find_spec('tensorflow').origin))"],
-                             capture_output=True, text=True, check=True, timeout=60)
-    libraries = process.stdout.strip()
+    libraries = package_folder("tensorflow", python)
     key = hashlib.sha256(os.path.realpath(python).encode())
     for path in sorted(path for path in tool.iterdir() if path.is_file()):
         key.update(path.name.encode() + path.read_bytes())
@@ -239,13 +236,18 @@ def serve_once_binary(python=sys.executable):
     return binary
 
 
+def package_folder(package, python):
+    """The installed folder of `package` in `python`, found without importing it."""
+    process = subprocess.run([python, "-c", "import importlib.util, os, sys; print(os.path."
+                              "dirname(importlib.util.find_spec(sys.argv[1]).origin))", package],
+                             capture_output=True, text=True, check=True, timeout=60)
+    return process.stdout.strip()
+
+
 @functools.lru_cache(maxsize=None)
 def text_op_libraries(python=sys.executable):
     """Every tensorflow-text op library of `python`: the model server links them all in."""
-    process = subprocess.run([python, "-c", "import importlib.util, os; print(os.path.dirname("
-                              "importlib.util.find_spec('tensorflow_text').origin))"],
-                             capture_output=True, text=True, check=True, timeout=60)
-    directory = os.path.join(process.stdout.strip(), "python/ops")
+    directory = os.path.join(package_folder("tensorflow_text", python), "python/ops")
     return sorted(os.path.join(directory, name) for name in os.listdir(directory)
                   if name.endswith(".so"))
 

@@ -14,8 +14,9 @@ PROBE = r"""
 import json, os, sys, tempfile
 import __main__
 print(json.dumps({
-    "argv": sys.argv, "path": sys.path[:2], "name": __name__, "file": __main__.__dict__.get("__file__"),
-    "cwd": os.getcwd(), "tmp": tempfile.gettempdir(), "cluster": os.environ.get("TF_CONFIG"),
+    "argv": sys.argv, "path": sys.path[:2], "name": __name__,
+    "file": __main__.__dict__.get("__file__"), "cwd": os.getcwd(), "tmp": tempfile.gettempdir(),
+    "cluster": os.environ.get("TF_CONFIG"),
     "stdin": sys.stdin.read(), "tensorflow": "tensorflow" in sys.modules}))
 print("to stderr", file=sys.stderr)
 sys.exit(int(sys.argv[1]))
