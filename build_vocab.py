@@ -7,8 +7,9 @@ tokenizer splits them (so use the same --do_lower_case when tokenizing later); p
 learned by tensorflow-text's WordPiece learner. The output starts [PAD], [unused0..98], [UNK],
 [CLS], [SEP], [MASK], [unused99..], then the learned pieces.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import os

@@ -28,8 +28,9 @@ r"""Converts Google's original checkpoints to and from Keras files and Hugging F
 A checkpoint with the pre-training heads (`cls/...`) becomes a `BertPretrainer`, one without
 a bare `BertModel`. Optimizer slots and `global_step` are dropped.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import os

@@ -11,8 +11,9 @@ Input: one sentence per line, a blank line between documents. With the default
 --pretraining_objective and --mask_proportions make the records of the paper's ablations
 (docs/paper_ablations.md).
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags, logging

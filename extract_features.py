@@ -7,8 +7,9 @@ Input lines are `text` or `text_a ||| text_b`. Example:
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

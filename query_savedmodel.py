@@ -1,6 +1,7 @@
 """Queries a run_classifier.py SavedModel the way a serving client would: TensorFlow and
-tensorflow-text only. Of this project it imports modeling/runtime/quiet.py alone (no TensorFlow), to
-keep TensorFlow's start-up lines off stderr. It prints the signatures, then a line per text:
+tensorflow-text only. Of this project it imports two modules of modeling/runtime alone (no
+TensorFlow): cpu_kernels.py, for oneDNN's kernels on any x86 CPU, and quiet.py, to keep
+TensorFlow's start-up lines off stderr. It prints the signatures, then a line per text:
 the label, the probabilities and the text (or, for regression, the score and the text).
 
   python query_savedmodel.py EXPORT_DIR "first sentence" "second sentence" ...
@@ -8,8 +9,9 @@ the label, the probabilities and the text (or, for regression, the score and the
 EXPORT_DIR is the --export_dir of run_classifier.py (its newest numbered version is used) or one
 version folder. For sentence-pair models, give each pair as "text_a ||| text_b".
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import importlib

@@ -17,8 +17,9 @@ windows of max_seq_length - 2 pieces, trained with the document's label; eval, p
 export aggregate them (--window_aggregation) into one prediction per document. Without it,
 a longer text is cut to one window (--truncation: its head, as the original, or head+tail).
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -11,8 +11,9 @@ data_dir holds train.csv, val.csv and test.csv (SWAG's columns sent1, sent2, end
 label). --do_eval writes eval_results.txt (accuracy), --do_predict test_results.tsv: per test
 example its id and the four probabilities.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

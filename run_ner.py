@@ -14,8 +14,9 @@ test_predictions.txt: the input lines with a predicted-tag column. A sentence lo
 max_seq_length is read in overlapping windows cut at words, --doc_stride pieces apart; the
 --export_dir SavedModel reads long sentences the same way.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -11,8 +11,9 @@ that holds them resumes from the latest (weights, Adam slots, step and data posi
 trained model is also written as an original checkpoint, output_dir/export/bert_model.ckpt.
 --pretraining_objective trains the paper's ablations instead (docs/paper_ablations.md).
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

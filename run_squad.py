@@ -11,8 +11,9 @@ r"""Fine-tunes BERT on SQuAD v1.1 or v2.0, predicts, scores and exports, as the 
 and, when the predict file has answers, eval_results.json with the official metric.
 --export_dir writes a numbered SavedModel with token-id and raw-text signatures.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -5,8 +5,9 @@ r"""Turns WikiExtractor's `<doc>` files into create_pretraining_data.py's input.
 One sentence per line, a blank line between articles; the `<doc>` tags and titles are
 dropped, paragraphs split into sentences at their end punctuation.
 """
-from modeling.runtime import quiet
+from modeling.runtime import cpu_kernels, quiet
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import os

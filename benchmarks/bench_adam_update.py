@@ -22,8 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from modeling.runtime import quiet  # noqa: E402
+from modeling.runtime import cpu_kernels, quiet  # noqa: E402
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

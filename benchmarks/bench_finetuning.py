@@ -17,17 +17,20 @@ in five configurations by default: fixed padding float32 (the original's shapes)
 padding float32 (the default), dynamic padding mixed_bfloat16, length buckets float32 and
 length buckets mixed_bfloat16 (the fastest on a CPU with bfloat16 instructions); and
 on request fixed_float32_malloc, fixed padding with tensors from malloc instead of TensorFlow's
-pool (the README's setting for less memory). With --with_peer each seed's runs are
-followed by benchmarks/peers/hf_mrpc.py / hf_conll.py (transformers on PyTorch) with the
-peer venv's interpreter, on the same data, weights and protocol, in the configurations of
---peer_configs, by default on a CPU with bfloat16 instructions: peer_grouped_bfloat16_fused
-(batch padding with the Trainer's group_by_length order, under torch.autocast bfloat16, the
-update by torch's fused AdamW kernel: the peer's best there), peer_grouped_bfloat16 (the same
-with the update in torch ops), peer_grouped (float32, the update in torch ops) and
-peer_dynamic (batch padding, random batches: the peer's default); on a CPU without them,
-where autocast is emulated, peer_grouped_fused (float32 with the fused update: the peer's
-best there), peer_grouped and peer_dynamic. On request peer_padded (every sequence padded to
-128) and peer_grouped_compiled (torch.compile; slower on MRPC, see peers/README.md).
+pool (the README's setting for less memory), and buckets_float32_eigen and
+dynamic_float32_eigen, with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own choice of kernels on a CPU
+without AVX-512 (Eigen's), where the scripts choose oneDNN's (modeling/runtime/cpu_kernels.py).
+With --with_peer each seed's runs are followed by benchmarks/peers/hf_mrpc.py / hf_conll.py
+(transformers on PyTorch) with the peer venv's interpreter, on the same data, weights and
+protocol, in the configurations of --peer_configs, by default on a CPU with bfloat16
+instructions: peer_grouped_bfloat16_fused (batch padding with the Trainer's group_by_length
+order, under torch.autocast bfloat16, the update by torch's fused AdamW kernel: the peer's best
+there), peer_grouped_bfloat16 (the same with the update in torch ops), peer_grouped (float32,
+the update in torch ops) and peer_dynamic (batch padding, random batches: the peer's default);
+on a CPU without them, where autocast is emulated, peer_grouped_fused (float32 with the fused
+update: the peer's best there), peer_grouped and peer_dynamic. On request peer_padded (every
+sequence padded to 128) and peer_grouped_compiled (torch.compile; slower on MRPC, see
+peers/README.md).
 Each peer configuration gets a ratio column, the fastest measured first, marked "(best)".
 
 Training examples/s = steps x batch / training seconds, where the training seconds run from the
@@ -84,7 +87,13 @@ CONFIGS = {  # name -> flags of ours
 }
 DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32",
                    "buckets_bfloat16"]
-CONFIG_ENV = {"fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
+# The scripts run oneDNN's kernels on every x86 CPU (modeling/runtime/cpu_kernels.py); these
+# run TensorFlow's own choice on a CPU without AVX-512: Eigen's kernels. Not run by default.
+CONFIGS["buckets_float32_eigen"] = CONFIGS["buckets_float32"]
+CONFIGS["dynamic_float32_eigen"] = CONFIGS["dynamic_float32"]
+CONFIG_ENV = {"buckets_float32_eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},
+              "dynamic_float32_eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},
+              "fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
                                        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072"}}
 PEER_CONFIGS = {  # name -> flags of the peer scripts
     "peer_grouped": ["--batching=grouped"],
@@ -111,6 +120,8 @@ _STEP = re.compile(r"\] step (\d+)/(\d+):")
 
 PEAK_SCRIPT = """
 import json, statistics, time
+from modeling.runtime import cpu_kernels
+cpu_kernels.prefer_onednn()  # the kernels the scripts run
 import tensorflow as tf
 from modeling.training import distribution
 peaks = {"cpu_lacks_bfloat16": distribution.cpu_lacks_bfloat16()}

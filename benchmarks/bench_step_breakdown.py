@@ -35,8 +35,9 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from modeling.runtime import quiet  # noqa: E402
+from modeling.runtime import cpu_kernels, quiet  # noqa: E402
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()
 import tensorflow as tf  # noqa: E402
 

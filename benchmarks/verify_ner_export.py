@@ -22,8 +22,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from modeling.runtime import quiet  # noqa: E402
+from modeling.runtime import cpu_kernels, quiet  # noqa: E402
 
+cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
 quiet.install()  # before TensorFlow loads: its start-up noise off the figures
 CONLL = ROOT.parent / "shared" / "data" / "conll2003"
 JOINED = 4

@@ -18,6 +18,7 @@ child's streams go to) on stdin, the replies {"pid"} once forked and {"status"} 
 status) once it has ended. It ends at the end of stdin.
 """
 import builtins
+import importlib.util
 import json
 import os
 import sys
@@ -25,8 +26,20 @@ import tempfile
 import tokenize
 import types
 
-import keras  # noqa: F401  (imports TensorFlow)
-import tensorflow  # noqa: F401
+
+def _prefer_onednn():
+    """What every script does before TensorFlow loads, from the module's file: the package
+    `modeling` stays unimported here, for each child to import its own."""
+    path = os.path.join(os.path.dirname(__file__), "..", "modeling", "runtime", "cpu_kernels.py")
+    spec = importlib.util.spec_from_file_location("_cpu_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.prefer_onednn()
+
+
+_prefer_onednn()
+import keras  # noqa: E402, F401  (imports TensorFlow)
+import tensorflow  # noqa: E402, F401
 
 
 def _run_child(request, protocol):
