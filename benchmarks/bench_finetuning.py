@@ -19,7 +19,7 @@ length buckets mixed_bfloat16 (the fastest on a CPU with bfloat16 instructions);
 on request fixed_float32_malloc, fixed padding with tensors from malloc instead of TensorFlow's
 pool (the README's setting for less memory), and buckets_float32_eigen and
 dynamic_float32_eigen, with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own choice of kernels on a CPU
-without AVX-512 (Eigen's), where the scripts choose oneDNN's (modeling/runtime/cpu_kernels.py).
+without AVX-512 VNNI (Eigen's), where the scripts choose oneDNN's (modeling/runtime/cpu_kernels.py).
 With --with_peer each seed's runs are followed by benchmarks/peers/hf_mrpc.py / hf_conll.py
 (transformers on PyTorch) with the peer venv's interpreter, on the same data, weights and
 protocol, in the configurations of --peer_configs, by default on a CPU with bfloat16
@@ -88,7 +88,7 @@ CONFIGS = {  # name -> flags of ours
 DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32",
                    "buckets_bfloat16"]
 # The scripts run oneDNN's kernels on every x86 CPU (modeling/runtime/cpu_kernels.py); these
-# run TensorFlow's own choice on a CPU without AVX-512: Eigen's kernels. Not run by default.
+# run TensorFlow's own choice on a CPU without AVX-512 VNNI: Eigen's kernels. Not run by default.
 CONFIGS["buckets_float32_eigen"] = CONFIGS["buckets_float32"]
 CONFIGS["dynamic_float32_eigen"] = CONFIGS["dynamic_float32"]
 CONFIG_ENV = {"buckets_float32_eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},

@@ -127,7 +127,7 @@ def test_accumulated_micro_batches_hold_one_micro_batch_of_activations_at_a_time
     Measured in a process of one inter-op thread: with several, the peak depends on how the
     executor's threads interleave the ops, which another process's load changes. And with
     oneDNN on, as the scripts run (modeling/runtime/cpu_kernels.py): its allocator counts the
-    bytes asked for. With oneDNN off (TensorFlow's default on CPUs without AVX-512, such as
+    bytes asked for. With oneDNN off (TensorFlow's default on CPUs without AVX-512 VNNI, such as
     AMD's Zen 3) the CPU allocator counts nothing, and the BFC allocator counts whole chunks,
     up to twice a request: 2 micro-batches peaked at 0.72-0.75x the whole batch's step there,
     0.59x with oneDNN's allocator, on the same Zen 3."""
