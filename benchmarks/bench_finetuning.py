@@ -84,13 +84,14 @@ CONFIGS = {  # name -> flags of ours
     # fixed_float32 with the memory setting of the README: tensors from malloc instead of
     # TensorFlow's pool, unmapped when freed. Less memory, slower steps. Not run by default.
     "fixed_float32_malloc": ["--dynamic_padding=false", "--precision=float32"],
+    # The scripts run oneDNN's kernels on every x86 CPU (modeling/runtime/cpu_kernels.py); these
+    # run TensorFlow's own choice on a CPU without AVX-512 VNNI: Eigen's. Not run by default.
+    "buckets_float32_eigen": ["--dynamic_padding=true", "--bucket_by_length=true",
+                              "--precision=float32"],
+    "dynamic_float32_eigen": ["--dynamic_padding=true", "--precision=float32"],
 }
 DEFAULT_CONFIGS = ["fixed_float32", "dynamic_float32", "dynamic_bfloat16", "buckets_float32",
                    "buckets_bfloat16"]
-# The scripts run oneDNN's kernels on every x86 CPU (modeling/runtime/cpu_kernels.py); these
-# run TensorFlow's own choice on a CPU without AVX-512 VNNI: Eigen's kernels. Not run by default.
-CONFIGS["buckets_float32_eigen"] = CONFIGS["buckets_float32"]
-CONFIGS["dynamic_float32_eigen"] = CONFIGS["dynamic_float32"]
 CONFIG_ENV = {"buckets_float32_eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},
               "dynamic_float32_eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},
               "fixed_float32_malloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "true",
