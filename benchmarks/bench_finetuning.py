@@ -52,6 +52,11 @@ float32 and in bfloat16) beside each configuration's step after the first: as a 
 peer's best step, and as a share of the limit of its precision. The issue's target for our
 fastest, 1.45x the peer's best step, was 90% of that limit on the machine it was set on;
 bench_step_breakdown.py says part by part where a step spends what is beyond it.
+
+With --nightly_python (the venv .ci/canary builds), each run of ours is followed by the same
+configuration, seed and data under that interpreter (tf-nightly, tensorflow-text-nightly,
+keras-nightly), in a row of its own named CONFIG_nightly, with its own matmul peaks and
+matmul-bound limit: the next release, measured in the same sitting.
 """
 import argparse
 import json
@@ -125,7 +130,7 @@ from modeling.runtime import cpu_kernels
 cpu_kernels.prefer_onednn()  # the kernels the scripts run
 import tensorflow as tf
 from modeling.training import distribution
-peaks = {"cpu_lacks_bfloat16": distribution.cpu_lacks_bfloat16()}
+peaks = {"cpu_lacks_bfloat16": distribution.cpu_lacks_bfloat16(), "version": tf.__version__}
 for dtype in (tf.float32, tf.bfloat16):
     a = tf.cast(tf.random.normal([2048, 2048]), dtype)
     b = tf.cast(tf.random.normal([2048, 2048]), dtype)
@@ -163,6 +168,9 @@ def parse_args():
                              "compared with; fixed padding trains on the same batches as "
                              "dynamic padding, only its dropout masks are drawn at another "
                              "shape. One seed of each saves most of a benchmark's time.")
+    parser.add_argument("--nightly_python", default=None,
+                        help="Also run each configuration of ours with this interpreter (a "
+                             "venv of the nightlies, as .ci/canary builds), right after it.")
     parser.add_argument("--xla_cache", default="cold", choices=("cold", "warm"),
                         help="cold: each run of ours starts with an empty --xla_cache_dir, as "
                              "a first run on a machine; warm: one cache for the whole "
@@ -316,11 +324,15 @@ def minilm_mrpc_flags(model, data, output, epochs, cache):
             "--iterations_per_loop=1000", f"--xla_cache_dir={cache}", "--progress_seconds=1e-9"]
 
 
-def run_ours(task, config, seed, args, model, data, work, limits):
-    """Runs one configuration of ours; returns its figures. The first run of a task also
-    measures the task's matmul-bound limit into `limits` (from the records it wrote)."""
+def run_ours(task, config, seed, args, model, data, work, limits, nightly=False):
+    """Runs one configuration of ours, with --nightly_python if `nightly`; returns its
+    figures. The first run of a task (on each interpreter) also measures the task's
+    matmul-bound limit into `limits` (from the records it wrote)."""
     script, _, learning_rate = TASKS[task]
-    output = work / f"{task}_{config}_{seed}"
+    python, label = ((args.nightly_python, f"{config}_nightly") if nightly
+                     else (sys.executable, config))
+    limit_key = f"{task}_nightly" if nightly else task
+    output = work / f"{task}_{label}_{seed}"
     flags = [f"--data_dir={data}", f"--vocab_file={model / 'vocab.txt'}",
              f"--bert_config_file={model / 'bert_config.json'}",
              f"--init_checkpoint={model / 'bert_model.ckpt'}", f"--output_dir={output}",
@@ -329,18 +341,19 @@ def run_ours(task, config, seed, args, model, data, work, limits):
              f"--learning_rate={learning_rate}", f"--num_train_epochs={args.epochs}",
              f"--warmup_proportion={WARMUP}", f"--seed={seed}",
              "--save_checkpoints_steps=100000", "--iterations_per_loop=50", *CONFIGS[config]]
-    cache = work / ("xla_cache" if args.xla_cache == "warm" else f"xla_cache_{config}_{seed}")
+    cache = work / (("xla_cache_nightly" if nightly else "xla_cache") if args.xla_cache == "warm"
+                    else f"xla_cache_{label}_{seed}")
     cache_entries = len(list(cache.glob("*/*.pb")))
     flags.append(f"--xla_cache_dir={cache}")
     if task == "mrpc":
         flags.append("--task_name=MRPC")
-    log = work / f"{task}_{config}_{seed}.log"
-    code, wall, rss, kernel = run_child([sys.executable, script, *flags], log,
+    log = work / f"{task}_{label}_{seed}.log"
+    code, wall, rss, kernel = run_child([python, script, *flags], log,
                                 {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
                                  **CONFIG_ENV.get(config, {})})
     text = log.read_text("utf-8", errors="replace")
     if code:
-        sys.exit(f"{script} ({config}, seed {seed}) failed with {code}; its log ends:\n"
+        sys.exit(f"{script} ({label}, seed {seed}) failed with {code}; its log ends:\n"
                  f"{text[-3000:]}")
     seconds, steps, first = training_seconds(text)
     results = read_results(output / "eval_results.txt")
@@ -348,13 +361,14 @@ def run_ours(task, config, seed, args, model, data, work, limits):
         accuracy, f1 = results["eval_accuracy"], results["eval_f1"]
     else:  # conlleval's percentages
         accuracy, f1 = results["eval_accuracy"] / 100, results["eval_f1"] / 100
-    if task not in limits:
-        limits[task] = step_limit.measure(output / "train.tf_record",
-                                          model / "bert_config.json", BATCH, task == "conll")
+    if limit_key not in limits:
+        limits[limit_key] = step_limit.measure(output / "train.tf_record",
+                                               model / "bert_config.json", BATCH,
+                                               task == "conll", python)
     shutil.rmtree(output, ignore_errors=True)  # checkpoints: 100s of MB per run
     if args.xla_cache == "cold":
         shutil.rmtree(cache, ignore_errors=True)
-    return {"task": task, "config": config, "seed": seed, "accuracy": accuracy, "f1": f1,
+    return {"task": task, "config": label, "seed": seed, "accuracy": accuracy, "f1": f1,
             "train_seconds": seconds, "train_steps": steps,
             "train_examples_per_second": steps * BATCH / seconds, "wall_seconds": wall,
             "first_step_seconds": first,
@@ -389,10 +403,10 @@ def run_peer(task, config, seed, args, work):
             "wall_seconds": wall, "peak_rss_mb": rss, "kernel_share": kernel}
 
 
-def matmul_peaks():
+def matmul_peaks(python=sys.executable):
     """{"float32": GFLOP/s, "bfloat16": GFLOP/s} of a 2048^3 tf.matmul, median of 5 each, in a
-    child process, and "cpu_lacks_bfloat16" (bool)."""
-    output = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True,
+    child process of `python`, "cpu_lacks_bfloat16" (bool) and TensorFlow's "version"."""
+    output = subprocess.run([python, "-c", PEAK_SCRIPT], capture_output=True,
                             text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
                             check=True)
     return json.loads(output.stdout.strip().splitlines()[-1])
@@ -462,9 +476,10 @@ def read_runs(paths):
     return runs, peaks, limits
 
 
-def limit_table(task, runs, configs, limit):
+def limit_table(task, runs, configs, limit, nightly_limit=None):
     """The markdown lines setting each configuration's step after the first against the
-    matmul-bound limit of `limit` (`step_limit.measure`) and the peer's best such step."""
+    matmul-bound limit of `limit` (`step_limit.measure`; the nightly rows against
+    `nightly_limit`'s) and the peer's best such step."""
     unit = "pairs" if task == "mrpc" else "sequences"
     steps = {}
     for config in configs + list(PEER_CONFIGS):
@@ -479,22 +494,29 @@ def limit_table(task, runs, configs, limit):
              f"{limit['records']} training records of {limit['mean_length']:.1f} pieces on "
              f"average, {limit['gflop_per_batch']:.1f} GFLOP of encoder matmuls a batch of "
              f"{BATCH}; the step's matmul shapes run at {rates['float32']:.0f} GFLOP/s in "
-             f"float32 and {rates['bfloat16']:.0f} in bfloat16 here.", "",
+             f"float32 and {rates['bfloat16']:.0f} in bfloat16 here"
+             + (f" ({nightly_limit['matmul_gflops']['float32']:.0f} and "
+                f"{nightly_limit['matmul_gflops']['bfloat16']:.0f} on the nightly)."
+                if nightly_limit else "."), "",
              f"| | after the first step, {unit}/s (median) | vs the peer's best step | "
              f"share of its precision's limit |", "|---|---:|---:|---:|"]
 
     def versus_peer(speed):
         return f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
 
-    for precision in ("float32", "bfloat16"):
-        speed = limit["examples_per_second"][precision]
-        ninety = f" (90%: {versus_peer(0.9 * speed)})" if best_peer else ""
-        lines.append(f"| limit, {precision} | {speed:.2f} | {versus_peer(speed)}{ninety} | 100% |")
+    limits = {"": limit, "_nightly": nightly_limit} if nightly_limit else {"": limit}
+    for suffix, each in limits.items():
+        for precision in ("float32", "bfloat16"):
+            speed = each["examples_per_second"][precision]
+            ninety = f" (90%: {versus_peer(0.9 * speed)})" if best_peer else ""
+            lines.append(f"| limit, {precision}{suffix} | {speed:.2f} | "
+                         f"{versus_peer(speed)}{ninety} | 100% |")
     for config, speed in steps.items():
         precision = "bfloat16" if "bfloat16" in config else "float32"
+        own = limits["_nightly" if config.endswith("_nightly") and nightly_limit else ""]
         mark = " (the peer's best step)" if config == best_peer else ""
         lines.append(f"| {config}{mark} | {speed:.2f} | {versus_peer(speed)} | "
-                     f"{speed / limit['examples_per_second'][precision]:.0%} |")
+                     f"{speed / own['examples_per_second'][precision]:.0%} |")
     return "\n".join(lines)
 
 
@@ -504,7 +526,8 @@ def print_tables(runs, configs, limits):
         print(f"\n{task} (lr {TASKS[task][2]:g}):\n")
         print(table(task, task_runs, configs))
         if task in limits:
-            print("\n" + limit_table(task, task_runs, configs, limits[task]))
+            print("\n" + limit_table(task, task_runs, configs, limits[task],
+                                     limits.get(f"{task}_nightly")))
 
 
 def main():
@@ -514,8 +537,11 @@ def main():
         if peaks:
             print(f"Measured float32 matmul peaks of those runs: "
                   f"{', '.join(f'{p:.0f}' for p in peaks)} GFLOP/s")
-        print_tables(runs, [c for c in CONFIGS if any(r["config"] == c for r in runs)], limits)
+        ours = [c for c in dict.fromkeys(r["config"] for r in runs) if c not in PEER_CONFIGS]
+        print_tables(runs, ours, limits)
         return
+    if args.nightly_python and not os.access(args.nightly_python, os.X_OK):
+        sys.exit(f"--nightly_python {args.nightly_python}: not an executable file")
     if args.with_peer and not PEER_PYTHON.exists():
         sys.exit(f"--with_peer needs {PEER_PYTHON} (see benchmarks/peers/README.md)")
     # `kill` ends the run as Ctrl-C does: the current child killed, the temporary files removed.
@@ -534,6 +560,7 @@ def run_benchmark(args, work):
     data_dir = pathlib.Path(args.data_dir)
     started = time.strftime("%Y-%m-%d %H:%M")
     peak_before = matmul_peaks()
+    nightly_before = matmul_peaks(args.nightly_python) if args.nightly_python else None
     if args.peer_configs is None:
         args.peer_configs = (DEFAULT_PEER_CONFIGS_WITHOUT_BFLOAT16
                              if peak_before["cpu_lacks_bfloat16"] else DEFAULT_PEER_CONFIGS)
@@ -548,14 +575,16 @@ def run_benchmark(args, work):
             for config in args.configs:
                 if config == "fixed_float32" and seed not in args.reference_seeds:
                     continue
-                runs.append(run_ours(task, config, seed, args, model, data[task], work,
-                                     limits))
-                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+                for nightly in (False, True) if args.nightly_python else (False,):
+                    runs.append(run_ours(task, config, seed, args, model, data[task], work,
+                                         limits, nightly))
+                    print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
             if args.with_peer and seed in args.reference_seeds:
                 for config in args.peer_configs:
                     runs.append(run_peer(task, config, seed, args, work))
                     print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     peak_after = matmul_peaks()
+    nightly_after = matmul_peaks(args.nightly_python) if args.nightly_python else None
     print(f"\nRun of {started}; seeds {args.seeds} (fixed_float32 and the peer: "
           f"{args.reference_seeds}); epochs {args.epochs}; "
           f"max_train_examples {args.max_train_examples or 'all'} (MRPC), "
@@ -565,14 +594,22 @@ def run_benchmark(args, work):
           f"{peak_before['float32']:.0f} GFLOP/s before the runs, {peak_after['float32']:.0f} "
           f"after; bfloat16: {peak_before['bfloat16']:.0f} and {peak_after['bfloat16']:.0f}. "
           f"bfloat16 instructions (avx512_bf16, amx_bf16): "
-          f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}.")
-    print_tables(runs, args.configs, limits)
+          f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}; "
+          f"TensorFlow {peak_before['version']}.")
+    ours = args.configs
+    if nightly_before:
+        print(f"The nightly rows: TensorFlow {nightly_before['version']}, matmul peaks float32 "
+              f"{nightly_before['float32']:.0f} and {nightly_after['float32']:.0f} GFLOP/s, "
+              f"bfloat16 {nightly_before['bfloat16']:.0f} and {nightly_after['bfloat16']:.0f}.")
+        ours = [label for config in args.configs for label in (config, f"{config}_nightly")]
+    print_tables(runs, ours, limits)
     if args.json:  # written, then renamed: never half a file
         temporary = f"{args.json}.tmp{os.getpid()}"
         pathlib.Path(temporary).write_text(json.dumps(
             {"started": started,
              "peak_gflops": [peak_before["float32"], peak_after["float32"]],
              "bfloat16_peak_gflops": [peak_before["bfloat16"], peak_after["bfloat16"]],
+             "nightly_peaks": [nightly_before, nightly_after] if nightly_before else None,
              "limits": limits, "runs": runs},
             indent=1) + "\n")
         os.replace(temporary, args.json)

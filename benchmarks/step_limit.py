@@ -128,16 +128,17 @@ def training_flops(length, head_rows, hidden, inner, layers):
                for _, _, dims, m, k, n, _, _, count in step_matmuls(1, length, config, head_rows))
 
 
-def measure(records, config_path, batch, every_piece_read):
+def measure(records, config_path, batch, every_piece_read, python=sys.executable):
     """The limit of a run training on `records` (a TFRecord file of the scripts, with
     `input_mask`) with the model of `config_path` (bert_config.json) in batches of `batch`;
-    `every_piece_read`: the head reads every piece (tagging) rather than [CLS] alone.
+    `every_piece_read`: the head reads every piece (tagging) rather than [CLS] alone. The
+    matmuls are timed by the TensorFlow of `python`.
 
     Returns:
       {"records", "mean_length", "gflop_per_batch", "matmul_gflops": {dtype: GFLOP/s at the
       step's shapes}, "examples_per_second": {dtype: the limit}}.
     """
-    process = subprocess.run([sys.executable, "-c", _MEASURE, str(records), str(config_path),
+    process = subprocess.run([python, "-c", _MEASURE, str(records), str(config_path),
                               str(batch)], capture_output=True, text=True, cwd=ROOT,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
     measured = json.loads(process.stdout.strip().splitlines()[-1])
