@@ -1,5 +1,5 @@
-"""The optimizer's update passes compiled beside a newly traced loop's first call: each program
-once (the loop's calls find them), and a failure costs nothing but a warning."""
+"""The optimizer's update passes compiled beside a training loop's first call, traced or loaded:
+each program once (the loop's calls find them), and a failure costs nothing but a warning."""
 import json
 import re
 import subprocess
@@ -8,7 +8,7 @@ import sys
 from conftest import ROOT
 from test_training_loop_cache import _pretrainer, _run
 
-from modeling.training import compile_ahead
+from modeling.training import compile_ahead, loop_cache
 
 # One loop of a cold run, the compilation ahead waited for before the loop runs.
 _TRAIN_ONCE = """
@@ -31,29 +31,35 @@ _run(_pretrainer(config, sys.argv[3]), config, loops=1)
 """
 
 
-def test_a_cold_run_compiles_the_update_programs_ahead_and_the_loop_finds_them(tiny_config,
-                                                                                tmp_path):
-    """Counted in TensorFlow's own log of XLA's compilations: the thread compiles each update
-    program, and the loop, run after it, compiles none (under another key than the loop's
-    call, it would compile each again)."""
+def _train_once(tiny_config, cache):
     process = subprocess.run(
         [sys.executable, "-c", _TRAIN_ONCE, str(ROOT / "tests"),
-         json.dumps(tiny_config.to_dict()), str(tmp_path)],
+         json.dumps(tiny_config.to_dict()), str(cache)],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0",
              "TF_CPP_VMODULE": "device_compiler=2", "PYTHONPATH": str(ROOT)})
     assert process.returncode == 0, process.stderr[-3000:]
-    ahead, _, loop = process.stderr.partition("THE LOOP RUNS")
-    reported = re.findall(r"Compiled the optimizer's (\d+) update passes", ahead)
+    return process.stderr
+
+
+def test_the_update_programs_are_compiled_ahead_and_the_loop_finds_them(tiny_config, tmp_path):
+    """Counted in TensorFlow's own log of XLA's compilations, in a run that traces the loop and
+    in a later one that loads it: the thread compiles each update program, and the loop, run
+    after it, compiles none (under another key than the loop's call, it would compile each
+    again)."""
     compiled = re.compile(r"Instantly compiling for signature: \S*_assign_new_values")
-    assert len(reported) == 1 and int(reported[0]) >= 3, ahead[-3000:]
-    assert len(compiled.findall(ahead)) == int(reported[0])
-    assert compiled.findall(loop) == [] and "forward_fn" in loop  # the loop compiled its own
+    for run in ("traced", "loaded"):
+        ahead, _, loop = _train_once(tiny_config, tmp_path).partition("THE LOOP RUNS")
+        assert (loop_cache.LOADED in ahead) == (run == "loaded"), ahead[-3000:]
+        reported = re.findall(r"Compiled the optimizer's (\d+) update passes", ahead)
+        assert len(reported) == 1 and int(reported[0]) >= 3, ahead[-3000:]
+        assert len(compiled.findall(ahead)) == int(reported[0])
+        assert compiled.findall(loop) == [] and "forward_fn" in loop  # the loop compiled its own
 
 
 def test_a_failure_to_compile_ahead_is_a_warning_and_the_step_compiles(tiny_config, tmp_path,
                                                                         caplog, monkeypatch):
-    def failing(op, function_name):
+    def failing(program, function_name):
         raise ValueError("no such node")
     traced = _run(_pretrainer(tiny_config, None), tiny_config, loops=1)
     monkeypatch.setattr(compile_ahead, "_caller", failing)

@@ -72,7 +72,8 @@ def load(directory, entry_key, variables, iterator):
     there is none or it does not read whole (a warning names it, and it is removed).
 
     Returns:
-      callable(iterator, steps) -> the loop's dict of outputs, or None.
+      callable(iterator, steps) -> the loop's dict of outputs, with `update_programs` (what
+      `keep` was given), or None.
     """
     path = os.path.join(directory, entry_key)
     if not os.path.isdir(path):
@@ -96,16 +97,18 @@ def load(directory, entry_key, variables, iterator):
     return loop
 
 
-def keep(directory, entry_key, concrete_function, variables):
+def keep(directory, entry_key, concrete_function, variables, update_programs=()):
     """Keeps `concrete_function` (the traced loop) under `entry_key` in `directory` (written
     whole to a temporary directory, then renamed; a failure is logged and the run goes on), and
-    registers it as a run that loads it would.
+    registers it as a run that loads it would. `update_programs` (`compile_ahead.describe`'s,
+    JSON) is kept beside it, for a later run to compile them ahead as this one does.
 
     The run that traces the loop runs it as kept: XLA's cache knows the compiled passes by
     their functions' names, and a later run must find what this one compiled.
 
     Returns:
-      callable(iterator, steps) -> the loop's dict of outputs; None for a loop that reads
+      callable(iterator, steps) -> the loop's dict of outputs, with `update_programs`; None
+      for a loop that reads
       anything but `variables`, or returns anything but a dict of tensors: not kept.
     """
     handles = {id(_handle(v)): index for index, v in enumerate(variables)}
@@ -128,7 +131,8 @@ def keep(directory, entry_key, concrete_function, variables):
     entry = {"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(),
              "function": kept_name(concrete_function.function_def.signature.name, entry_key),
              "explicit_inputs": len(concrete_function.inputs) - len(captures),
-             "captures": captures, "outputs": sorted(structure)}
+             "captures": captures, "outputs": sorted(structure),
+             "update_programs": list(update_programs)}
     _write(directory, entry_key, data, entry)
     try:
         return _registered(library, entry, variables)
@@ -159,6 +163,7 @@ def _registered(library, entry, variables):
     def loop(iterator, steps):
         inputs = _flat_inputs(iterator, steps) + [_handle(v) for v in captured]
         return dict(zip(outputs, internals.call_function(name, inputs, len(outputs))))
+    loop.update_programs = entry["update_programs"]
     return loop
 
 

@@ -246,13 +246,14 @@ class Trainer:
         variables = self.loop_variables()
         key = loop_cache.key(self, iterator)
         loop = loop_cache.load(self.loop_cache_dir, key, variables, iterator)
-        if loop:
-            return loop
-        loop = loop_cache.keep(self.loop_cache_dir, key, self._traced_train_loop
-                               .get_concrete_function(iterator, steps), variables)
-        if loop:  # a cold run: its first step would compile the update's passes last
+        if not loop:
+            loop = loop_cache.keep(
+                self.loop_cache_dir, key,
+                self._traced_train_loop.get_concrete_function(iterator, steps), variables,
+                compile_ahead.describe(self.optimizer.compiled_updates))
+        if loop:  # the first step would compile (or load) the update's passes last
             self._compiling_ahead = compile_ahead.start(
-                self.optimizer.compiled_updates, lambda name: loop_cache.kept_name(name, key))
+                loop.update_programs, lambda name: loop_cache.kept_name(name, key))
         return loop or False
 
     def loop_variables(self):
