@@ -1,13 +1,14 @@
 """Compiles the optimizer's update passes while a training loop's first call starts.
 
 A run's first step meets its XLA programs one after another, as the step reaches them: the
-forward and backward passes, then the update's, one for each shape of variable (nine for
-MiniLM, 0.5 s of a 3.4 s first step cold; loaded from --xla_cache_dir, about 0.2 s of a 1.6 s
-one warm), although the variables' shapes are known before the loop runs. A thread compiles
-(or loads) those beside the loop's instantiation and its forward pass, on the machine's other
-cores, and the loop's own calls find them compiled (or wait for the compilation under way: XLA
-compiles a program once). A loop traced in this run describes its programs (`describe`); a loop
-an earlier run kept (`loop_cache`) keeps their description beside it.
+forward and backward passes, then the update's, one for each shape of variable (nine for MiniLM,
+0.5 s of a 3.4 s first step cold; loaded from --xla_cache_dir, 0.1 s of a 1.2 s one warm:
+benchmarks/history/first_step.md), although the variables' shapes are known before the loop
+runs. A thread compiles (or loads) those beside the loop's instantiation and its forward pass,
+on the machine's other cores, and the loop's own calls find them compiled (or wait for the
+compilation under way: XLA compiles a program once). A loop traced in this run describes its
+programs (`describe`); a loop an earlier run kept (`loop_cache`) keeps their description beside
+it.
 
 XLA keys a program by the call's function name and attributes besides its arguments' shapes. A
 function called by its name alone carries other attributes than the loop's call node, and XLA
