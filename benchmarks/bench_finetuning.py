@@ -504,8 +504,8 @@ def limit_table(task, runs, configs, limit, nightly_limit=None):
     def versus_peer(speed):
         return f"{speed / steps[best_peer]:.2f}x" if best_peer else "n/a"
 
-    limits = {"": limit, "_nightly": nightly_limit} if nightly_limit else {"": limit}
-    for suffix, each in limits.items():
+    by_suffix = {"": limit, "_nightly": nightly_limit} if nightly_limit else {"": limit}
+    for suffix, each in by_suffix.items():
         for precision in ("float32", "bfloat16"):
             speed = each["examples_per_second"][precision]
             ninety = f" (90%: {versus_peer(0.9 * speed)})" if best_peer else ""
@@ -513,11 +513,16 @@ def limit_table(task, runs, configs, limit, nightly_limit=None):
                          f"{versus_peer(speed)}{ninety} | 100% |")
     for config, speed in steps.items():
         precision = "bfloat16" if "bfloat16" in config else "float32"
-        own = limits["_nightly" if config.endswith("_nightly") and nightly_limit else ""]
+        own = by_suffix["_nightly" if config.endswith("_nightly") and nightly_limit else ""]
         mark = " (the peer's best step)" if config == best_peer else ""
         lines.append(f"| {config}{mark} | {speed:.2f} | {versus_peer(speed)} | "
                      f"{speed / own['examples_per_second'][precision]:.0%} |")
     return "\n".join(lines)
+
+
+def our_configs(runs):
+    """The configurations of ours (nightly rows included) that `runs` holds, in run order."""
+    return [c for c in dict.fromkeys(r["config"] for r in runs) if c not in PEER_CONFIGS]
 
 
 def print_tables(runs, configs, limits):
@@ -537,8 +542,7 @@ def main():
         if peaks:
             print(f"Measured float32 matmul peaks of those runs: "
                   f"{', '.join(f'{p:.0f}' for p in peaks)} GFLOP/s")
-        ours = [c for c in dict.fromkeys(r["config"] for r in runs) if c not in PEER_CONFIGS]
-        print_tables(runs, ours, limits)
+        print_tables(runs, our_configs(runs), limits)
         return
     if args.nightly_python and not os.access(args.nightly_python, os.X_OK):
         sys.exit(f"--nightly_python {args.nightly_python}: not an executable file")
@@ -596,13 +600,11 @@ def run_benchmark(args, work):
           f"bfloat16 instructions (avx512_bf16, amx_bf16): "
           f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}; "
           f"TensorFlow {peak_before['version']}.")
-    ours = args.configs
     if nightly_before:
         print(f"The nightly rows: TensorFlow {nightly_before['version']}, matmul peaks float32 "
               f"{nightly_before['float32']:.0f} and {nightly_after['float32']:.0f} GFLOP/s, "
               f"bfloat16 {nightly_before['bfloat16']:.0f} and {nightly_after['bfloat16']:.0f}.")
-        ours = [label for config in args.configs for label in (config, f"{config}_nightly")]
-    print_tables(runs, ours, limits)
+    print_tables(runs, our_configs(runs), limits)
     if args.json:  # written, then renamed: never half a file
         temporary = f"{args.json}.tmp{os.getpid()}"
         pathlib.Path(temporary).write_text(json.dumps(

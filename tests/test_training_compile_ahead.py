@@ -10,7 +10,8 @@ from test_training_loop_cache import _pretrainer, _run
 
 from modeling.training import compile_ahead, loop_cache
 
-# One loop of a cold run, the compilation ahead waited for before the loop runs.
+# One loop of a run (tracing its loop, or loading the one an earlier run kept in the same
+# directory), the compilation ahead waited for before the loop runs.
 _TRAIN_ONCE = """
 import json, sys
 from absl import logging

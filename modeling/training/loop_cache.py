@@ -97,7 +97,7 @@ def load(directory, entry_key, variables, iterator):
     return loop
 
 
-def keep(directory, entry_key, concrete_function, variables, update_programs=()):
+def keep(directory, entry_key, concrete_function, variables, update_programs):
     """Keeps `concrete_function` (the traced loop) under `entry_key` in `directory` (written
     whole to a temporary directory, then renamed; a failure is logged and the run goes on), and
     registers it as a run that loads it would. `update_programs` (`compile_ahead.describe`'s,
@@ -108,8 +108,8 @@ def keep(directory, entry_key, concrete_function, variables, update_programs=())
 
     Returns:
       callable(iterator, steps) -> the loop's dict of outputs, with `update_programs`; None
-      for a loop that reads
-      anything but `variables`, or returns anything but a dict of tensors: not kept.
+      for a loop that reads anything but `variables`, or returns anything but a dict of
+      tensors: not kept.
     """
     handles = {id(_handle(v)): index for index, v in enumerate(variables)}
     captures = []
@@ -132,7 +132,7 @@ def keep(directory, entry_key, concrete_function, variables, update_programs=())
              "function": kept_name(concrete_function.function_def.signature.name, entry_key),
              "explicit_inputs": len(concrete_function.inputs) - len(captures),
              "captures": captures, "outputs": sorted(structure),
-             "update_programs": list(update_programs)}
+             "update_programs": update_programs}
     _write(directory, entry_key, data, entry)
     try:
         return _registered(library, entry, variables)
