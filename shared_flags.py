@@ -39,6 +39,10 @@ def define_training_flags(train_batch_size=32, learning_rate=5e-5):
     flags.DEFINE_integer("num_accumulation_steps", 1, "Split each replica's batch into this "
                          "many micro-batches and sum their gradients: the same update in less "
                          "memory.")
+    flags.DEFINE_integer("parallel_micro_batches", 1, "On CPUs: split each batch into this "
+                         "many parts computed side by side, each op on cores of its own "
+                         "(TensorFlow's intra-op threads become cores / this, its inter-op "
+                         "threads this); on 2 cores, 2 trains faster than 1.")
     flags.DEFINE_enum("distribution_strategy", "one_device", list(distribution.STRATEGIES),
                       "one_device, mirrored (all local GPUs), multi_worker_mirrored "
                       "(TF_CONFIG) or tpu.")

@@ -86,6 +86,12 @@ CONFIGS = {  # name -> flags of ours
     # The fastest on a CPU with bfloat16 instructions (avx512_bf16, amx_bf16); slow without.
     "buckets_bfloat16": ["--dynamic_padding=true", "--bucket_by_length=true",
                          "--precision=mixed_bfloat16"],
+    # The same, each batch split in two halves computed side by side, an op per core (for 2
+    # cores; modeling/runtime/cpu_threads.py). Not run by default.
+    "buckets_bfloat16_split2": ["--dynamic_padding=true", "--bucket_by_length=true",
+                                "--precision=mixed_bfloat16", "--parallel_micro_batches=2"],
+    "dynamic_float32_split2": ["--dynamic_padding=true", "--precision=float32",
+                               "--parallel_micro_batches=2"],
     # fixed_float32 with the memory setting of the README: tensors from malloc instead of
     # TensorFlow's pool, unmapped when freed. Less memory, slower steps. Not run by default.
     "fixed_float32_malloc": ["--dynamic_padding=false", "--precision=float32"],

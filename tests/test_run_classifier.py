@@ -287,14 +287,18 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
                                atol=1e-6)
 
 
-def test_mirrored_on_two_logical_cpus_and_two_workers_equal_one_device(tmp_path):
+def test_two_replicas_workers_and_parallel_micro_batches_equal_one_device(tmp_path):
     require_shared()
     data, config = write_mrpc(tmp_path / "data"), write_config(tmp_path / "config.json", 0.0)
     common = ("--do_train", "--do_eval", "--do_predict", "--predict_batch_size=4")
-    for devices, directory, strategy in ((1, "one", "one_device"), (2, "two", "mirrored")):
+    for devices, directory, extra in ((1, "one", "--distribution_strategy=one_device"),
+                                      (2, "two", "--distribution_strategy=mirrored"),
+                                      (1, "halves", "--parallel_micro_batches=2")):
         process = run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
-            data, config, tmp_path / directory, *common, f"--distribution_strategy={strategy}"))
+            data, config, tmp_path / directory, *common, extra))
         assert "Batches: dynamic padding" in process.stderr  # the default
+    assert re.search(r"2 micro-batches side by side: 2 inter-op threads of \d+ intra-op",
+                     process.stderr)
     temp = tmp_path / "tmp"
     temp.mkdir()
     command = logical_cpus_command("run_classifier.py", 1, *classifier_flags(
@@ -304,13 +308,14 @@ def test_mirrored_on_two_logical_cpus_and_two_workers_equal_one_device(tmp_path)
         assert code == 0, stderr[-3000:]
     assert sorted(p.name for p in temp.iterdir()) == []  # worker 1's copies are gone
     assert len(list((tmp_path / "serving").iterdir())) == 1
-    # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas.
+    # 5 test examples in batches of 4: the last batch splits unevenly over the 2 replicas, and
+    # into a micro-batch of one example and an empty one.
     one = read_test_results(tmp_path / "one/test_results.tsv")
-    for directory in ("two", "workers"):
+    for directory in ("two", "workers", "halves"):
         np.testing.assert_allclose(read_test_results(tmp_path / directory / "test_results.tsv"),
                                    one, atol=1e-5)
     one = read_results(tmp_path / "one/eval_results.txt")
-    for directory in ("two", "workers"):
+    for directory in ("two", "workers", "halves"):
         other = read_results(tmp_path / directory / "eval_results.txt")
         assert one.keys() == other.keys()
         for key in one:
@@ -384,6 +389,9 @@ def test_real_glue_tasks_give_their_metrics(task, metrics, tmp_path):
                          "'mnli'"),
     ("--max_seq_length=65", "--max_seq_length=65 must be between 3 and max_position_embeddings"),
     ("--train_batch_size=0", "--train_batch_size must be positive, got 0"),
+    ("--parallel_micro_batches=0", "--parallel_micro_batches must be positive, got 0"),
+    ("--parallel_micro_batches=3", "--train_batch_size=4 is not divisible by "
+                                   "--num_accumulation_steps=1 x --parallel_micro_batches=3"),
     ("--task_name=sst-2", "train.tsv:1: does not look like SST-2's train.tsv: its header names "
                           "column 1 'sentence', column 2 'label'; this one reads 'Quality"),
 ])

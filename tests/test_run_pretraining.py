@@ -164,6 +164,17 @@ def test_gradient_accumulation_equals_the_whole_batch(records, one_device, tmp_p
     assert_same_weights(whole, exported(tmp_path / "accumulated"), atol=1e-5)
 
 
+def test_parallel_micro_batches_of_accumulated_ones_equal_the_whole_batch(records, one_device,
+                                                                          tmp_path):
+    config, whole = one_device
+    process = run_script("run_pretraining.py", *flags(
+        records, config, tmp_path / "parallel", "--num_accumulation_steps=2",
+        "--parallel_micro_batches=2"))
+    assert re.search(r"2 micro-batches side by side: 2 inter-op threads of \d+ intra-op",
+                     process.stderr)
+    assert_same_weights(whole, exported(tmp_path / "parallel"), atol=1e-5)
+
+
 def workers(records, config, output_dirs, temp_dir, *extra):
     """Pre-trains with one worker per output dir, on localhost: (exit status, stderr) each."""
     return run_workers([script_command("run_pretraining.py", *flags(

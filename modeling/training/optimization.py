@@ -63,7 +63,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     `modeling.training.trainer`. Keras would sum them once more; this optimizer does not.
 
     Each variable is updated by a compiled call of its own, and inside a compiled step each
-    call waits for the previous one's assignments. Left free, TF's executor evaluates many
+    call waits for the previous one's assignments (in each of `update_chains` chains, which
+    share the variables by size: the trainer sets one per parallel micro-batch, one for each
+    inter-op thread). Left free, TF's executor evaluates many
     variables' element-wise temporaries at once, which raises a training step's peak memory
     without making the update faster (benchmarks/history/adam_update.md). The calls share
     their traces (after the first shape, one that leaves the shape open; XLA compiles each
@@ -85,7 +87,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         # What `apply_scaled_gradients` hands the update passes for one call.
         self._gradient_scale = None
         self._apply_condition = None
-        self._previous_assignments = []
+        self.update_chains = 1
+        self._chains = []  # per chain: [its last assignments, the elements it updates]
         self._step_scalars = {}
         # The last trace's compiled update calls, (call op, shape, dtype) each, which
         # `compile_ahead` compiles beside the first call of a newly traced loop.
@@ -131,8 +134,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
 
     def update_step(self, gradient, variable, learning_rate):
-        """Updates `variable` and its slots by one compiled call that assigns them in place."""
-        with tf.control_dependencies(self._previous_assignments):
+        """Updates `variable` and its slots by one compiled call that assigns them in place,
+        after the previous call of the chain that has the fewest elements to update."""
+        chain = min(self._chains, key=lambda chain: chain[1])
+        with tf.control_dependencies(chain[0]):
             index = internals.variable_index(self, variable)
             learning_rate, step, scale = self._scalars_for(variable, learning_rate)
             done = self._assign_new_values(
@@ -140,7 +145,8 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                 _beside(self.adam_v[index], variable),
                 tf.convert_to_tensor(gradient),  # dense, as the original's
                 learning_rate, step, self.decays[index], scale, self._apply_condition)
-        self._previous_assignments = [done]
+        chain[0] = [done]
+        chain[1] += tf.TensorShape(variable.shape).num_elements()
         if not tf.executing_eagerly():
             self.compiled_updates.append(
                 (done.op, tf.TensorShape(variable.shape), tf.as_dtype(variable.dtype)))
@@ -204,12 +210,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # Tensors of another trace must not leak into this one.
-        self._previous_assignments, self._step_scalars = [], {}
+        self._chains, self._step_scalars = [[[], 0] for _ in range(self.update_chains)], {}
         self.compiled_updates = []
         try:
             super()._backend_update_step(grads, trainable_variables, learning_rate)
         finally:
-            self._previous_assignments, self._step_scalars = [], {}
+            self._chains, self._step_scalars = [], {}
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # summed and clipped by the caller

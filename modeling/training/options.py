@@ -34,6 +34,7 @@ class TrainingOptions:
     precision: str = "float32"
     optimizer: str = "adamw"
     num_accumulation_steps: int = 1
+    parallel_micro_batches: int = 1
     distribution_strategy: str = "one_device"
     use_tpu: bool = False
     tpu_name: str = None
@@ -47,7 +48,7 @@ class TrainingOptions:
 
     POSITIVE = ("train_batch_size", "eval_batch_size", "save_checkpoints_steps",
                 "iterations_per_loop", "keep_checkpoint_max", "num_accumulation_steps",
-                "num_tpu_cores")
+                "parallel_micro_batches", "num_tpu_cores")
     INPUT_FILES = ()  # the options that name a file the run reads
     OUTPUT_DIRS = ("output_dir",)  # the options that name a directory the run writes, if set
 
@@ -74,6 +75,11 @@ class TrainingOptions:
         """The checks of the values alone, no path touched; a subclass adds its own."""
         for name in self.POSITIVE:
             require_positive(name, getattr(self, name))
+        parts = self.num_accumulation_steps * self.parallel_micro_batches
+        if self.do_train and self.train_batch_size % parts:  # the replicas' share: later
+            raise ValueError(f"--train_batch_size={self.train_batch_size} is not divisible by "
+                             f"--num_accumulation_steps={self.num_accumulation_steps} x "
+                             f"--parallel_micro_batches={self.parallel_micro_batches}")
         if not self.progress_seconds > 0:
             raise ValueError(f"--progress_seconds must be positive, got {self.progress_seconds}")
         if not self.learning_rate > 0:
@@ -89,6 +95,7 @@ class TrainingOptions:
         """The keyword arguments of `Trainer` these options set."""
         return {"use_xla": self.use_xla, "seed": self.seed, "optimizer": self.optimizer,
                 "num_accumulation_steps": self.num_accumulation_steps,
+                "parallel_micro_batches": self.parallel_micro_batches,
                 "progress_seconds": self.progress_seconds,
                 "loop_cache_dir": compilation_cache.loops_directory(self.xla_cache_dir)}
 
@@ -121,10 +128,11 @@ class TrainingOptions:
         """Raises ValueError unless the global batch splits over replicas and micro-batches."""
         batch_size = getattr(self, batch_size_option)
         replicas = strategy.num_replicas_in_sync
-        if batch_size % (replicas * self.num_accumulation_steps):
+        if batch_size % (replicas * self.num_accumulation_steps * self.parallel_micro_batches):
             raise ValueError(f"--{batch_size_option}={batch_size} is not divisible by "
                              f"{replicas} replicas x --num_accumulation_steps="
-                             f"{self.num_accumulation_steps}")
+                             f"{self.num_accumulation_steps} x --parallel_micro_batches="
+                             f"{self.parallel_micro_batches}")
 
 
 def require_positive(name, value):

@@ -1,7 +1,7 @@
 """What the pre-training run and the fine-tuning run share: how they start, in this order, and
 the original-format checkpoint they leave after training.
 
-  config = runs.read_config(options)          # options checked, XLA's cache on
+  config = runs.read_config(options)          # options checked, XLA's cache and threads set
   ...                                         # the run's own checks and reads
   strategy = options.strategy()
   with runs.output_dir_held(options, strategy) as (chief, write_dir):
@@ -14,14 +14,15 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.encoder.config import BertConfig
-from modeling.runtime import compilation_cache, output_lock
+from modeling.runtime import compilation_cache, cpu_threads, output_lock
 from modeling.training import distribution
 from modeling.training.options import ORIGINAL_CHECKPOINT_DIR
 
 
 def read_config(options):
     """Checks `options` (a `TrainingOptions` with a `bert_config_file`), turns on XLA's
-    compilation cache and reads the model's config: a run's first steps.
+    compilation cache, sets the threads of its parallel micro-batches and reads the model's
+    config: a run's first steps.
 
     Returns:
       The `BertConfig` of --bert_config_file.
@@ -31,6 +32,7 @@ def read_config(options):
     """
     options.check()
     compilation_cache.enable(options.xla_cache_dir)  # before TensorFlow reads XLA's settings
+    cpu_threads.split_over(options.parallel_micro_batches)  # before TensorFlow's first op
     return BertConfig.from_json_file(options.bert_config_file)
 
 

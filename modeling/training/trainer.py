@@ -7,6 +7,7 @@ the update one device computes for the same batch. What is trained, the model an
 an `Objective` (a fine-tuning task, a pre-training objective) that the one `Trainer` takes.
 """
 import contextlib
+import functools
 import math
 import os
 import re
@@ -57,21 +58,31 @@ class Trainer:
     `loop_cache_dir`: where the training loop traced by a run is kept for the next run of the
     same code and settings, which then loads it instead of tracing it (`loop_cache`; on CPUs,
     one replica); None: every run traces its own.
+
+    `parallel_micro_batches`: each batch (each micro-batch of an accumulating step) splits
+    into this many parts whose forward and backward passes, and predictions, share no op, so
+    that the executor's inter-op threads run them side by side; the update then runs in as
+    many chains of variables. For CPUs, with the threads `cpu_threads.split_over` sets before
+    TensorFlow's first op: each op then runs on cores of its own instead of sharding over all
+    of them, and a step trains faster (benchmarks/history/parallel_micro_batches.md).
     """
 
     def __init__(self, objective, strategy, config, learning_rate, num_train_steps,
                  num_warmup_steps, use_xla=False, seed=12345, optimizer="adamw",
-                 num_accumulation_steps=1, progress_seconds=30.0, loop_cache_dir=None):
+                 num_accumulation_steps=1, progress_seconds=30.0, loop_cache_dir=None,
+                 parallel_micro_batches=1):
         self.objective, self.config, self.use_xla = objective, config, use_xla
         self.loop_cache_dir = loop_cache_dir
         self.strategy = strategy
         self.progress_seconds = progress_seconds
         self.num_accumulation_steps = num_accumulation_steps
+        self.parallel_micro_batches = parallel_micro_batches
         keras.utils.set_random_seed(seed)  # initial weights and dropout masks
         with strategy.scope():
             self.model = objective.build_model(config)
             self.optimizer = optimization.create_optimizer(
                 learning_rate, num_train_steps, num_warmup_steps, optimizer)
+            self.optimizer.update_chains = parallel_micro_batches
             self.optimizer.build(self.trained_variables)
             self.loss_scale = LossScale() if self.model.compute_dtype == "float16" else None
         # The dropout generators' states are saved too, so that a resumed run draws the masks
@@ -88,6 +99,9 @@ class Trainer:
         self._forward_backward = (tf.function(self._forward_backward_fn, jit_compile=True,
                                               autograph=False)
                                   if use_xla else self._forward_backward_fn)
+        # The micro-batches' passes are one function, traced once, called once for each.
+        self._part_forward_backward = tf.function(
+            functools.partial(self._forward_backward_fn, dense=False), autograph=False)
         self._on_cpus = distribution.on_cpus(strategy)
         self._kept_loop = None  # the loop kept across runs (`loop_cache`); False: none
         self._compiling_ahead = None  # `compile_ahead`'s thread, during the first loop
@@ -147,22 +161,37 @@ class Trainer:
         logging.info("Initialized the model from %s", path)
         return []
 
-    def _forward_backward_fn(self, batch, counts, loss_scale):
+    def _forward_backward_fn(self, batch, counts, loss_scale, dense=True):
         variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
             loss, metrics = self.objective.replica_loss(outputs, batch, *counts)
             scaled_loss = loss * loss_scale  # keeps float16 gradients from underflowing
         gradients = tape.gradient(scaled_loss, variables)
-        # Dense, as the original's (its embeddings are one-hot matmuls), before summing.
-        gradients = [tf.convert_to_tensor(g) for g in gradients]
+        if dense:  # as the original's (its embeddings are one-hot matmuls), before summing
+            gradients = [tf.convert_to_tensor(g) for g in gradients]
         return gradients, dict(metrics, loss=loss)
+
+    def _gradients(self, batch, counts, loss_scale):
+        """The batch's dense gradients and metrics; with `parallel_micro_batches`, those of its
+        parts, computed side by side and summed. A gather's gradients (`IndexedSlices`) are
+        summed by concatenating their rows, and made dense once."""
+        if self.parallel_micro_batches == 1:
+            return self._forward_backward(batch, counts, loss_scale)
+        results = [self._forward_backward(part, counts, loss_scale) if self.use_xla
+                   else self._part_forward_backward(part, counts, loss_scale)
+                   for part in micro_batches(batch, self.parallel_micro_batches)]
+        gradients = [tf.convert_to_tensor(_summed(parts))
+                     for parts in zip(*(gradients for gradients, _ in results))]
+        metrics = {key: tf.add_n([metrics[key] for _, metrics in results])
+                   for key in results[0][1]}
+        return gradients, metrics
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
         counts = self.objective.global_counts(batch)
         if self.num_accumulation_steps == 1:
-            gradients, metrics = self._forward_backward(batch, counts, scale)
+            gradients, metrics = self._gradients(batch, counts, scale)
         else:
             gradients, metrics = self._accumulate(batch, counts, scale)
         context = tf.distribute.get_replica_context()
@@ -193,7 +222,7 @@ class Trainer:
         def add_micro_batch(index, gradients, metrics):
             micro_batch = {name: value[index * size:(index + 1) * size]
                            for name, value in batch.items()}
-            micro_gradients, micro_metrics = self._forward_backward(micro_batch, counts, scale)
+            micro_gradients, micro_metrics = self._gradients(micro_batch, counts, scale)
             return (index + 1, [total + g for total, g in zip(gradients, micro_gradients)],
                     {key: metrics[key] + micro_metrics[key] for key in self.objective.METRICS})
 
@@ -476,9 +505,16 @@ class Trainer:
         return None
 
     def _predict_step_fn(self, batch, names):
-        def step(batch):
+        def part_step(batch):
             outputs = dict(batch, **self.model(batch, training=False))
             return {name: outputs[name] for name in names}
+
+        def step(batch):
+            if self.parallel_micro_batches == 1:
+                return part_step(batch)
+            parts = [part_step(part)
+                     for part in micro_batches(batch, self.parallel_micro_batches)]
+            return {name: tf.concat([part[name] for part in parts], 0) for name in names}
         per_replica = self.strategy.run(step, args=(batch,))
         return {name: self.strategy.gather(value, axis=0)
                 for name, value in per_replica.items()}
@@ -519,10 +555,13 @@ class Trainer:
     @tf.function(autograph=False)
     def _metrics_step(self, batch):
         def step(batch):
-            outputs = self.model(batch, training=False)
-            loss, metrics = self.objective.replica_loss(outputs, batch,
-                                                        *self.objective.global_counts(batch))
-            return dict(metrics, loss=loss)
+            counts = self.objective.global_counts(batch)
+            results = []
+            for part in micro_batches(batch, self.parallel_micro_batches):
+                loss, metrics = self.objective.replica_loss(
+                    self.model(part, training=False), part, *counts)
+                results.append(dict(metrics, loss=loss))
+            return {key: tf.add_n([result[key] for result in results]) for key in results[0]}
         per_replica = self.strategy.run(step, args=(batch,))
         return {key: self.strategy.reduce(SUM, value, axis=None)
                 for key, value in per_replica.items()}
@@ -558,6 +597,26 @@ class Trainer:
             slots[f"{name}/adam_v"] = v
         name_based.save_original(self.model, path, global_step=self.global_step,
                                  extra_tensors=slots)
+
+
+def micro_batches(batch, parts):
+    """`batch` (a dict of tensors, rows first) cut into `parts` consecutive parts of equal
+    rows, the last shorter (or empty) where the rows do not divide."""
+    if parts == 1:
+        return [batch]
+    rows = tf.shape(next(iter(batch.values())))[0]
+    size = (rows + parts - 1) // parts
+    return [{name: value[index * size:(index + 1) * size] for name, value in batch.items()}
+            for index in range(parts)]
+
+
+def _summed(gradients):
+    """One variable's gradients from several micro-batches, summed."""
+    if isinstance(gradients[0], tf.IndexedSlices):
+        return tf.IndexedSlices(tf.concat([g.values for g in gradients], 0),
+                                tf.concat([g.indices for g in gradients], 0),
+                                gradients[0].dense_shape)
+    return tf.add_n([tf.convert_to_tensor(g) for g in gradients])
 
 
 def concatenate_padded(arrays, length=None, pad_value=0):
