@@ -7,6 +7,7 @@ the update one device computes for the same batch. What is trained, the model an
 an `Objective` (a fine-tuning task, a pre-training objective) that the one `Trainer` takes.
 """
 import contextlib
+import functools
 import math
 import os
 import re
@@ -98,6 +99,11 @@ class Trainer:
         self._forward_backward = (tf.function(self._forward_backward_fn, jit_compile=True,
                                               autograph=False)
                                   if use_xla else self._forward_backward_fn)
+        # The micro-batches' passes are one function, traced once and called for each: traced
+        # inline for each, they cost a cold first step 0.55 s more (3.7 against 3.2 s), a warm
+        # one no less (benchmarks/history/parallel_micro_batches.md).
+        self._part_forward_backward = tf.function(
+            functools.partial(self._forward_backward_fn, dense=False), autograph=False)
         self._on_cpus = distribution.on_cpus(strategy)
         self._kept_loop = None  # the loop kept across runs (`loop_cache`); False: none
         self._compiling_ahead = None  # `compile_ahead`'s thread, during the first loop
@@ -171,14 +177,11 @@ class Trainer:
     def _gradients(self, batch, counts, loss_scale):
         """The batch's dense gradients and metrics; with `parallel_micro_batches`, those of its
         parts, computed side by side and summed. A gather's gradients (`IndexedSlices`) are
-        summed by concatenating their rows, and made dense once. Each part's passes are traced
-        inline: one `tf.function` called for each part traced them once, but cost the first
-        step 0.2 s more where the loop was kept (1.58 against 1.36 s warm, 3.7-3.8 s cold
-        either way; benchmarks/history/parallel_micro_batches.md)."""
+        summed by concatenating their rows, and made dense once."""
         if self.parallel_micro_batches == 1:
             return self._forward_backward(batch, counts, loss_scale)
         results = [self._forward_backward(part, counts, loss_scale) if self.use_xla
-                   else self._forward_backward_fn(part, counts, loss_scale, dense=False)
+                   else self._part_forward_backward(part, counts, loss_scale)
                    for part in micro_batches(batch, self.parallel_micro_batches)]
         gradients = [tf.convert_to_tensor(_summed(parts))
                      for parts in zip(*(gradients for gradients, _ in results))]
