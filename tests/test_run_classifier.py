@@ -297,8 +297,8 @@ def test_two_replicas_workers_and_parallel_micro_batches_equal_one_device(tmp_pa
         process = run_on_logical_cpus("run_classifier.py", devices, *classifier_flags(
             data, config, tmp_path / directory, *common, extra))
         assert "Batches: dynamic padding" in process.stderr  # the default
-    assert re.search(r"2 micro-batches side by side: 2 inter-op threads of \d+ intra-op",
-                     process.stderr)
+    assert re.search(r"2 micro-batches side by side: TensorFlow's inter-op threads 2, intra-op "
+                     r"threads \d+", process.stderr)
     temp = tmp_path / "tmp"
     temp.mkdir()
     command = logical_cpus_command("run_classifier.py", 1, *classifier_flags(

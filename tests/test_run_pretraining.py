@@ -170,8 +170,8 @@ def test_parallel_micro_batches_of_accumulated_ones_equal_the_whole_batch(record
     process = run_script("run_pretraining.py", *flags(
         records, config, tmp_path / "parallel", "--num_accumulation_steps=2",
         "--parallel_micro_batches=2"))
-    assert re.search(r"2 micro-batches side by side: 2 inter-op threads of \d+ intra-op",
-                     process.stderr)
+    assert re.search(r"2 micro-batches side by side: TensorFlow's inter-op threads 2, intra-op "
+                     r"threads \d+", process.stderr)
     assert_same_weights(whole, exported(tmp_path / "parallel"), atol=1e-5)
 
 

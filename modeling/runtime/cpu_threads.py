@@ -33,9 +33,13 @@ def split_over(parts):
         return None
     intra, inter = max(1, cores() // parts), parts
     try:
-        if INTRA_OP not in os.environ:
+        if INTRA_OP in os.environ:  # TensorFlow reads it when its runtime starts
+            intra = int(os.environ[INTRA_OP])
+        else:
             tf.config.threading.set_intra_op_parallelism_threads(intra)
-        if INTER_OP not in os.environ:
+        if INTER_OP in os.environ:
+            inter = int(os.environ[INTER_OP])
+        else:
             tf.config.threading.set_inter_op_parallelism_threads(inter)
     except RuntimeError:  # TensorFlow ran an op already: its pools are made
         logging.warning("%d parallel micro-batches, but TensorFlow's thread pools were made "
@@ -43,8 +47,6 @@ def split_over(parts):
                         "call modeling.runtime.cpu_threads.split_over first", parts, intra,
                         inter)
         return None
-    intra = tf.config.threading.get_intra_op_parallelism_threads() or intra
-    inter = tf.config.threading.get_inter_op_parallelism_threads() or inter
-    logging.info("%d micro-batches side by side: %d inter-op threads of %d intra-op "
-                 "threads each", parts, inter, intra)
+    logging.info("%d micro-batches side by side: TensorFlow's inter-op threads %d, intra-op "
+                 "threads %d", parts, inter, intra)
     return intra, inter
