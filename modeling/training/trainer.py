@@ -185,9 +185,7 @@ class Trainer:
                    for part in micro_batches(batch, self.parallel_micro_batches)]
         gradients = [tf.convert_to_tensor(_summed(parts))
                      for parts in zip(*(gradients for gradients, _ in results))]
-        metrics = {key: tf.add_n([metrics[key] for _, metrics in results])
-                   for key in results[0][1]}
-        return gradients, metrics
+        return gradients, _summed_metrics([metrics for _, metrics in results])
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
@@ -222,8 +220,7 @@ class Trainer:
         size = tf.shape(batch["input_ids"])[0] // self.num_accumulation_steps
 
         def add_micro_batch(index, gradients, metrics):
-            micro_batch = {name: value[index * size:(index + 1) * size]
-                           for name, value in batch.items()}
+            micro_batch = _rows(batch, index * size, (index + 1) * size)
             micro_gradients, micro_metrics = self._gradients(micro_batch, counts, scale)
             return (index + 1, [total + g for total, g in zip(gradients, micro_gradients)],
                     {key: metrics[key] + micro_metrics[key] for key in self.objective.METRICS})
@@ -512,8 +509,6 @@ class Trainer:
             return {name: outputs[name] for name in names}
 
         def step(batch):
-            if self.parallel_micro_batches == 1:
-                return part_step(batch)
             parts = [part_step(part)
                      for part in micro_batches(batch, self.parallel_micro_batches)]
             return {name: tf.concat([part[name] for part in parts], 0) for name in names}
@@ -563,7 +558,7 @@ class Trainer:
                 loss, metrics = self.objective.replica_loss(
                     self.model(part, training=False), part, *counts)
                 results.append(dict(metrics, loss=loss))
-            return {key: tf.add_n([result[key] for result in results]) for key in results[0]}
+            return _summed_metrics(results)
         per_replica = self.strategy.run(step, args=(batch,))
         return {key: self.strategy.reduce(SUM, value, axis=None)
                 for key, value in per_replica.items()}
@@ -608,17 +603,27 @@ def micro_batches(batch, parts):
         return [batch]
     rows = tf.shape(next(iter(batch.values())))[0]
     size = (rows + parts - 1) // parts
-    return [{name: value[index * size:(index + 1) * size] for name, value in batch.items()}
-            for index in range(parts)]
+    return [_rows(batch, index * size, (index + 1) * size) for index in range(parts)]
+
+
+def _rows(batch, start, end):
+    """Rows [start, end) of every tensor of `batch`."""
+    return {name: value[start:end] for name, value in batch.items()}
 
 
 def _summed(gradients):
-    """One variable's gradients from several micro-batches, summed."""
+    """One variable's gradients from several micro-batches, summed; a gather's (`IndexedSlices`,
+    which tf.add_n would make dense one by one) by concatenating their rows."""
     if isinstance(gradients[0], tf.IndexedSlices):
         return tf.IndexedSlices(tf.concat([g.values for g in gradients], 0),
                                 tf.concat([g.indices for g in gradients], 0),
                                 gradients[0].dense_shape)
-    return tf.add_n([tf.convert_to_tensor(g) for g in gradients])
+    return tf.add_n(gradients)
+
+
+def _summed_metrics(results):
+    """The metrics of several micro-batches (dicts of scalars), summed key by key."""
+    return {key: tf.add_n([result[key] for result in results]) for key in results[0]}
 
 
 def concatenate_padded(arrays, length=None, pad_value=0):
