@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from modeling import BertConfig, BertPretrainer
 from modeling.checkpoints import name_based
-from modeling.training import optimization
+from modeling.training import optimization, trainer
 
 
 def test_schedule_warms_up_then_decays_from_step_zero():
@@ -249,3 +249,39 @@ def test_updates_are_compiled_calls_that_assign_in_place(optimizer_class):
             np.testing.assert_allclose(variable.numpy(), np.full(variable.shape, expected),
                                        rtol=1e-6)
             np.testing.assert_allclose(m.numpy(), np.full(variable.shape, first_m), rtol=1e-6)
+
+
+def test_a_gathers_rows_update_as_its_dense_gradient_without_sparse_variable_operations():
+    """`IndexedSlices` of distinct rows (`trainer.summed_rows`) update weights and slots as
+    their dense gradient does, also where a step is skipped; the rows are read and written
+    inside compiled passes, never by TensorFlow's sparse variable operations, which would
+    turn the variable to copy-on-read (every later read of it a copy)."""
+    shape = (1027, 64)
+    rng = np.random.default_rng(5)
+    looked_up = rng.integers(0, shape[0], 300).astype(np.int32)  # with repeats
+    values = rng.normal(size=(300, shape[1])).astype(np.float32)
+    results = {}
+    for form in ("dense", "rows"):
+        variable = keras.Variable(np.full(shape, 2.0, np.float32), name="word_embeddings")
+        optimizer = optimization.AdamWeightDecay(learning_rate=0.1)
+        optimizer.build([variable])
+
+        @tf.function
+        def update(indices, values, condition):
+            gathered = tf.IndexedSlices(values, indices, tf.constant(shape, tf.int64))
+            gradient = (trainer.summed_rows(gathered) if form == "rows"
+                        else tf.convert_to_tensor(gathered))
+            optimizer.apply_scaled_gradients([(gradient, variable)], tf.constant(0.7),
+                                             condition)
+
+        for step, condition in enumerate([True, False, True]):
+            update(looked_up[step * 50:], values[step * 50:], tf.constant(condition))
+        graph = update.get_concrete_function(looked_up, values, tf.constant(True)).graph
+        operations = {op.type for op in graph.get_operations()}
+        assert not operations & {"ResourceGather", "ResourceScatterUpdate"}, form
+        results[form] = [variable.numpy(), optimizer.adam_m[0].numpy(),
+                         optimizer.adam_v[0].numpy()]
+    untouched = np.setdiff1d(np.arange(shape[0]), looked_up)
+    assert untouched.size and not results["rows"][1][untouched].any()  # m of a zero gradient
+    for name, dense, rows in zip(("weights", "m", "v"), results["dense"], results["rows"]):
+        np.testing.assert_allclose(rows, dense, rtol=1e-6, atol=1e-12, err_msg=name)

@@ -262,3 +262,38 @@ def test_a_run_resumes_only_with_the_batch_size_its_checkpoints_record(tiny_conf
                                          rf"trained with --train_batch_size=4"):
         _pretrainer(tiny_config).train(dataset_fn, 8, str(tmp_path), 4, 2, 2)
     assert _train(_pretrainer(tiny_config), tmp_path, 4) == 4  # with its own, it goes on
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_a_vocabularys_gradient_as_its_rows_trains_as_the_dense_gradient(tiny_config, parts,
+                                                                        monkeypatch):
+    """From `ROWS_MIN_ELEMENTS` up a fine-tuning step hands the optimizer a gather's gradient
+    as the rows the batch looked up, each once (of both micro-batches together): three steps
+    leave the weights and slots where the dense gradient leaves them."""
+    from modeling.tasks import classifier
+    from modeling.training import optimization
+    rng = np.random.default_rng(4)
+    batch = {"input_ids": rng.integers(1, 9, (4, 7)).astype("int32"),  # many repeats
+             "input_mask": np.ones((4, 7), "int32"),
+             "token_type_ids": np.zeros((4, 7), "int32"),
+             "label_ids": np.array([0, 1, 1, 0], "int32")}
+    traced_rows = []
+    assign_new_rows = optimization.AdamWeightDecay._assign_new_rows
+    monkeypatch.setattr(optimization.AdamWeightDecay, "_assign_new_rows",
+                        lambda self, *args: traced_rows.append(args[0].name)
+                        or assign_new_rows(self, *args))
+    results = {}
+    for form, smallest in (("dense", 1 << 62), ("rows", tiny_config.vocab_size)):
+        monkeypatch.setattr(trainer, "ROWS_MIN_ELEMENTS", smallest)
+        tuner = trainer.Trainer(classifier.ClassifierTask("unused", "mrpc"),
+                                distribution.get_strategy("one_device"), tiny_config, 1e-3,
+                                10, 1, parallel_micro_batches=parts)
+        iterator = distribution.per_replica_batches(
+            tuner.strategy, tf.data.Dataset.from_tensors(batch).repeat())
+        tuner._train_loop(iterator, tf.constant(3))
+        results[form] = [v.numpy() for v in tuner.model.trainable_variables + [
+            slot for slots in (tuner.optimizer.adam_m, tuner.optimizer.adam_v)
+            for slot in slots]]
+    assert any("word_embeddings" in name for name in traced_rows), traced_rows
+    for dense, rows in zip(results["dense"], results["rows"]):
+        np.testing.assert_allclose(rows, dense, rtol=1e-5, atol=1e-7)

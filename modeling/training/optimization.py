@@ -14,6 +14,7 @@ from modeling import internals
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 CLIP_NORM = 1.0
+ROW_MULTIPLE = 256  # a gather's rows are updated in passes compiled for multiples of this
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -72,7 +73,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     shape). Updating the small variables (biases, LayerNorm) together in one call instead
     traced each one's formula: 1.3 s more of a run's first step, for a step 1.01x faster on
     TF 2.21 and no faster on tf-nightly (benchmarks/history/speedups.md).
+
+    A gather's gradient (a vocabulary's embeddings') may come as the rows it looked up
+    (`IndexedSlices`, each index once): the other rows take the formula for a zero gradient,
+    and no dense gradient is formed (`_assign_new_rows`).
     """
+
+    updates_rows = True  # see above; the trainer hands such gradients over where this is set
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
@@ -140,16 +147,21 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         with tf.control_dependencies(chain[0]):
             index = internals.variable_index(self, variable)
             learning_rate, step, scale = self._scalars_for(variable, learning_rate)
-            done = self._assign_new_values(
-                variable, _beside(self.adam_m[index], variable),
-                _beside(self.adam_v[index], variable),
-                tf.convert_to_tensor(gradient),  # dense, as the original's
-                learning_rate, step, self.decays[index], scale, self._apply_condition)
+            arguments = (variable, _beside(self.adam_m[index], variable),
+                         _beside(self.adam_v[index], variable))
+            settings = (learning_rate, step, self.decays[index], scale, self._apply_condition)
+            if isinstance(gradient, tf.IndexedSlices) and self.updates_rows:
+                compiled, done = self._assign_new_rows(*arguments, gradient, *settings)
+            else:  # dense, as the original's
+                done = self._assign_new_values(*arguments, tf.convert_to_tensor(gradient),
+                                               *settings)
+                compiled = [done]
         chain[0] = [done]
         chain[1] += tf.TensorShape(variable.shape).num_elements()
         if not tf.executing_eagerly():
-            self.compiled_updates.append(
-                (done.op, tf.TensorShape(variable.shape), tf.as_dtype(variable.dtype)))
+            self.compiled_updates.extend(
+                (call.op, tf.TensorShape(variable.shape), tf.as_dtype(variable.dtype))
+                for call in compiled)
 
     def _scalars_for(self, variable, learning_rate):
         """(learning rate, step counted from 1, gradient scale) in the variable's dtype, made
@@ -186,19 +198,89 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         old = [variable.read_value() for variable in (weights, m, v)]
         new = self._new_values(*old, gradient, learning_rate, step, decays, scale)
         for variable, value, previous in zip((weights, m, v), new, old):
-            if condition is not None:
-                value = tf.where(condition, value, previous)
-            variable.assign(value)
+            variable.assign(_where(condition, value, previous))
+        return step
+
+    def _assign_new_rows(self, weights, m, v, rows, learning_rate, step, decays, scale,
+                         condition):
+        """`_assign_new_values` for a gradient that is zero but in `rows` (`IndexedSlices` with
+        each index once, `trainer.summed_rows`), without that dense gradient: every element
+        is updated as for a zero gradient, reading none, then the rows are computed from
+        their values before that and written over it.
+
+        The zero gradient's update is two compiled passes, the moments and then the weights
+        from them: compiled as one, XLA recomputes the cheap moments inside the weights' loop
+        and so copies both slots first, which took a MiniLM vocabulary 34 ms against 14
+        (one core). The rows are read from the variables' values and written inside a
+        compiled pass: TensorFlow's own sparse reads and writes of a variable (ResourceGather,
+        ResourceScatterUpdate) turn it to copy-on-read, after which every read of the whole
+        variable (the forward pass's) copies it. Their count is padded to a multiple of
+        ROW_MULTIPLE with copies of the first row (written twice, with the same values), so
+        that XLA compiles that pass for a few counts, not for every step's.
+
+        Returns:
+          ([the compiled calls' outputs], a tensor that is ready once the rows are written).
+        """
+        count = tf.shape(rows.indices)[0]
+        taken = tf.concat([tf.range(count), tf.zeros([-count % ROW_MULTIPLE], tf.int32)], 0)
+        indices = tf.gather(rows.indices, taken)
+        old = [tf.gather(variable.read_value(), indices) for variable in (weights, m, v)]
+        with tf.control_dependencies(old):
+            moments = self._assign_moments(m, v, tf.zeros([], rows.values.dtype), scale,
+                                           condition)
+        with tf.control_dependencies([moments]):
+            updated = self._assign_weights(weights, m, v, learning_rate, step, decays,
+                                           condition)
+        with tf.control_dependencies([updated]):
+            written = self._assign_rows(weights, m, v, indices, *old,
+                                        tf.gather(rows.values, taken), learning_rate, step,
+                                        decays, scale, condition)
+        return [moments, updated], written
+
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+    def _assign_moments(self, m, v, gradient, scale, condition):
+        """Assigns the slots `m` and `v` their new values (where `condition`)."""
+        old = [m.read_value(), v.read_value()]
+        for variable, value, previous in zip((m, v), self._new_moments(*old, gradient, scale),
+                                             old):
+            variable.assign(_where(condition, value, previous))
+        return scale
+
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+    def _assign_weights(self, weights, next_m, next_v, learning_rate, step, decays, condition):
+        """Assigns `weights` their new values from the slots' new ones (where `condition`)."""
+        old = weights.read_value()
+        new = self._new_weights(old, next_m.read_value(), next_v.read_value(), learning_rate,
+                                step, decays)
+        weights.assign(_where(condition, new, old))
+        return step
+
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+    def _assign_rows(self, weights, m, v, indices, old_weights, old_m, old_v, gradient,
+                     learning_rate, step, decays, scale, condition):
+        """Writes the rows `indices` [r] of `weights`, `m` and `v` from their values before
+        the step (`old_*` [r, ...]) and their gradient [r, ...]."""
+        old = (old_weights, old_m, old_v)
+        new = self._new_values(*old, gradient, learning_rate, step, decays, scale)
+        for variable, value, previous in zip((weights, m, v), new, old):
+            variable.assign(tf.tensor_scatter_nd_update(
+                variable.read_value(), indices[:, tf.newaxis], _where(condition, value, previous)))
         return step
 
     def _new_values(self, weights, m, v, gradient, learning_rate, step, decays, scale):
         """A variable's new weights, m and v, from its gradient times `scale` (the global-norm
         clipping's factor, applied here rather than in a pass of its own)."""
+        next_m, next_v = self._new_moments(m, v, gradient, scale)
+        return (self._new_weights(weights, next_m, next_v, learning_rate, step, decays),
+                next_m, next_v)
+
+    def _new_moments(self, m, v, gradient, scale):
         gradient = gradient * scale
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-        update = self.direction(next_m, next_v, weights, decays, step)
-        return weights - learning_rate * update, next_m, next_v
+        return (self.beta_1 * m + (1.0 - self.beta_1) * gradient,
+                self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient))
+
+    def _new_weights(self, weights, next_m, next_v, learning_rate, step, decays):
+        return weights - learning_rate * self.direction(next_m, next_v, weights, decays, step)
 
     def direction(self, next_m, next_v, weights, decays, step):
         """The step's update before the learning rate, from the new moments; `step` counts
@@ -235,6 +317,9 @@ class Lamb(AdamWeightDecay):
 
     Variables excluded from weight decay (LayerNorm, biases) also skip the trust ratio.
     """
+
+    # Its trust ratio takes norms over every element's update, rows included.
+    updates_rows = False
 
     def __init__(self, learning_rate, name="lamb", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
@@ -280,7 +365,9 @@ def clip_scale(gradients):
     gradient once more.
 
     Args:
-      gradients: list of dense float32 Tensors (None entries are skipped).
+      gradients: list of dense float32 Tensors, or `IndexedSlices` with each index once
+        (`trainer.summed_rows`: the norm of their values is the dense gradient's); None
+        entries are skipped.
 
     Returns:
       (scale, global norm before clipping): float32 scalars.
@@ -303,6 +390,11 @@ def clip_gradients(gradients):
     dense = [None if g is None else tf.convert_to_tensor(g) for g in gradients]
     scale, norm = clip_scale(dense)
     return [None if g is None else g * scale for g in dense], norm
+
+
+def _where(condition, value, previous):
+    """`value` where `condition` (a bool scalar Tensor, or None: everywhere), else `previous`."""
+    return value if condition is None else tf.where(condition, value, previous)
 
 
 def _beside(slot, variable):

@@ -28,6 +28,13 @@ from modeling.training import optimization
 from modeling.training.objective import SUM
 from modeling.training.progress import PassProgress, TrainingProgress
 
+# A gather's gradient for a variable this large goes to the optimizer as its rows, not dense
+# (`AdamWeightDecay.updates_rows`): making a vocabulary's embeddings' gradient dense, taking its
+# norm and reading it in the update cost a fine-tuning step a pass over 47 MB each (MiniLM)
+# where a few hundred rows changed. Below it the dense gradient costs less than the dozen small
+# operations of updating rows.
+ROWS_MIN_ELEMENTS = 1 << 20
+
 
 @contextlib.contextmanager
 def graph_optimizer(enabled):
@@ -174,31 +181,36 @@ class Trainer:
             gradients = [tf.convert_to_tensor(g) for g in gradients]
         return gradients, dict(metrics, loss=loss)
 
-    def _gradients(self, batch, counts, loss_scale):
-        """The batch's dense gradients and metrics; with `parallel_micro_batches`, those of its
-        parts, computed side by side and summed. A gather's gradients (`IndexedSlices`) are
-        summed by concatenating their rows, and made dense once."""
-        if self.parallel_micro_batches == 1:
+    def _gradients(self, batch, counts, loss_scale, rows=False):
+        """The batch's gradients and metrics; with `parallel_micro_batches`, those of its parts,
+        computed side by side and summed (a gather's `IndexedSlices` by concatenating their
+        rows). Each gradient is made dense once, or with `rows` a large gather's is kept as its
+        rows summed by index (`summed_rows`)."""
+        if self.use_xla and self.parallel_micro_batches == 1:
             return self._forward_backward(batch, counts, loss_scale)
         results = [self._forward_backward(part, counts, loss_scale) if self.use_xla
                    else self._part_forward_backward(part, counts, loss_scale)
+                   if self.parallel_micro_batches > 1
+                   else self._forward_backward_fn(part, counts, loss_scale, dense=False)
                    for part in micro_batches(batch, self.parallel_micro_batches)]
-        gradients = [tf.convert_to_tensor(_summed(parts))
-                     for parts in zip(*(gradients for gradients, _ in results))]
+        gradients = [_dense_or_rows(_summed(parts), variable, rows) for parts, variable in zip(
+            zip(*(gradients for gradients, _ in results)), self.trained_variables)]
         return gradients, _summed_metrics([metrics for _, metrics in results])
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
         counts = self.objective.global_counts(batch)
+        context = tf.distribute.get_replica_context()
         if self.num_accumulation_steps == 1:
-            gradients, metrics = self._gradients(batch, counts, scale)
+            # Summed over replicas, the gradients must be dense.
+            rows = self.optimizer.updates_rows and context.num_replicas_in_sync == 1
+            gradients, metrics = self._gradients(batch, counts, scale, rows)
         else:
             gradients, metrics = self._accumulate(batch, counts, scale)
-        context = tf.distribute.get_replica_context()
         if context.num_replicas_in_sync > 1:  # one replica's sum is its own gradients
             gradients = context.all_reduce(SUM, gradients)
         if self.loss_scale:
-            gradients = [g / scale for g in gradients]
+            gradients = [_divided(g, scale) for g in gradients]
         # Clipped to global norm 1.0 by the update itself (optimization.clip_scale).
         scale, norm = optimization.clip_scale(gradients)
         # Under loss scaling an overflow skips the step: no change to weights, slots or the
@@ -619,6 +631,29 @@ def _summed(gradients):
                                 tf.concat([g.indices for g in gradients], 0),
                                 gradients[0].dense_shape)
     return tf.add_n(gradients)
+
+
+def _dense_or_rows(gradient, variable, rows):
+    """`gradient` dense, or with `rows`, a gather's gradient of a variable of at least
+    ROWS_MIN_ELEMENTS as `summed_rows` (the optimizer's `updates_rows`)."""
+    if (rows and isinstance(gradient, tf.IndexedSlices)
+            and tf.TensorShape(variable.shape).num_elements() >= ROWS_MIN_ELEMENTS):
+        return summed_rows(gradient)
+    return tf.convert_to_tensor(gradient)
+
+
+def summed_rows(gradient):
+    """A gather's gradient (`IndexedSlices`, a row per lookup) with each index once, its rows
+    summed in the order the dense gradient sums them (so to the same values)."""
+    indices, positions = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(indices)[0])
+    return tf.IndexedSlices(values, indices, gradient.dense_shape)
+
+
+def _divided(gradient, divisor):
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values / divisor, gradient.indices, gradient.dense_shape)
+    return gradient / divisor
 
 
 def _summed_metrics(results):
