@@ -626,6 +626,8 @@ def _rows(batch, start, end):
 def _summed(gradients):
     """One variable's gradients from several micro-batches, summed; a gather's (`IndexedSlices`,
     which tf.add_n would make dense one by one) by concatenating their rows."""
+    if len(gradients) == 1:
+        return gradients[0]
     if isinstance(gradients[0], tf.IndexedSlices):
         return tf.IndexedSlices(tf.concat([g.values for g in gradients], 0),
                                 tf.concat([g.indices for g in gradients], 0),
