@@ -101,11 +101,10 @@ class Trainer:
                            dropout_seeds=dropout_seeds, **extra)
         # What a checkpoint must hold to be resumed from; `train` saves its batch size too.
         self.checkpoint = tf.train.Checkpoint(**self._state)
-        # A function of its own only to be compiled whole: called as one, its 105 gradients
-        # and its captures cost 350 more graph operations to trace.
-        self._forward_backward = (tf.function(self._forward_backward_fn, jit_compile=True,
-                                              autograph=False)
-                                  if use_xla else self._forward_backward_fn)
+        # A function of its own only to be compiled whole (`use_xla`): called as one, its 105
+        # gradients and its captures cost 350 more graph operations to trace.
+        self._compiled_forward_backward = tf.function(self._forward_backward_fn,
+                                                      jit_compile=True, autograph=False)
         # The micro-batches' passes are one function, traced once and called for each: traced
         # inline for each, they cost a cold first step 0.55 s more (3.7 against 3.2 s), a warm
         # one no less (benchmarks/history/parallel_micro_batches.md).
@@ -186,16 +185,20 @@ class Trainer:
         computed side by side and summed (a gather's `IndexedSlices` by concatenating their
         rows). Each gradient is made dense once, or with `rows` a large gather's is kept as its
         rows summed by index (`summed_rows`)."""
-        if self.use_xla and self.parallel_micro_batches == 1:
-            return self._forward_backward(batch, counts, loss_scale)
-        results = [self._forward_backward(part, counts, loss_scale) if self.use_xla
-                   else self._part_forward_backward(part, counts, loss_scale)
-                   if self.parallel_micro_batches > 1
-                   else self._forward_backward_fn(part, counts, loss_scale, dense=False)
+        results = [self._part_gradients(part, counts, loss_scale)
                    for part in micro_batches(batch, self.parallel_micro_batches)]
         gradients = [_dense_or_rows(_summed(parts), variable, rows) for parts, variable in zip(
             zip(*(gradients for gradients, _ in results)), self.trained_variables)]
         return gradients, _summed_metrics([metrics for _, metrics in results])
+
+    def _part_gradients(self, part, counts, loss_scale):
+        """A micro-batch's gradients (a gather's as `IndexedSlices`, but under `use_xla`) and
+        metrics."""
+        if self.use_xla:
+            return self._compiled_forward_backward(part, counts, loss_scale)
+        if self.parallel_micro_batches > 1:
+            return self._part_forward_backward(part, counts, loss_scale)
+        return self._forward_backward_fn(part, counts, loss_scale, dense=False)
 
     def _train_step(self, batch):
         scale = self.loss_scale.value() if self.loss_scale else tf.constant(1.0)
@@ -660,6 +663,8 @@ def _divided(gradient, divisor):
 
 def _summed_metrics(results):
     """The metrics of several micro-batches (dicts of scalars), summed key by key."""
+    if len(results) == 1:
+        return results[0]
     return {key: tf.add_n([result[key] for result in results]) for key in results[0]}
 
 
