@@ -31,8 +31,8 @@ from modeling.training.progress import PassProgress, TrainingProgress
 # A gather's gradient for a variable this large goes to the optimizer as its rows, not dense
 # (`AdamWeightDecay.updates_rows`): making a vocabulary's embeddings' gradient dense, taking its
 # norm and reading it in the update cost a fine-tuning step a pass over 47 MB each (MiniLM)
-# where a few hundred rows changed. Below it the dense gradient costs less than the dozen small
-# operations of updating rows.
+# where a few hundred rows changed. Smaller tables (token types) keep the dense gradient: it
+# costs little, and the rows' update traces a dozen more operations and three compiled passes.
 ROWS_MIN_ELEMENTS = 1 << 20
 
 
