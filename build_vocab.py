@@ -9,7 +9,7 @@ learned by tensorflow-text's WordPiece learner. The output starts [PAD], [unused
 """
 from modeling.runtime import cpu_kernels, quiet
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 import os

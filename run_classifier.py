@@ -19,7 +19,7 @@ a longer text is cut to one window (--truncation: its head, as the original, or 
 """
 from modeling.runtime import cpu_kernels, quiet
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -16,7 +16,7 @@ max_seq_length is read in overlapping windows cut at words, --doc_stride pieces 
 """
 from modeling.runtime import cpu_kernels, quiet
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -13,7 +13,7 @@ and, when the predict file has answers, eval_results.json with the official metr
 """
 from modeling.runtime import cpu_kernels, quiet
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()  # before TensorFlow loads: its start-up noise off stderr
 
 from absl import flags

@@ -133,7 +133,7 @@ _STEP = re.compile(r"\] step (\d+)/(\d+):")
 PEAK_SCRIPT = """
 import json, statistics, time
 from modeling.runtime import cpu_kernels
-cpu_kernels.prefer_onednn()  # the kernels the scripts run
+cpu_kernels.choose()  # the kernels the scripts run
 import tensorflow as tf
 from modeling.training import distribution
 peaks = {"cpu_lacks_bfloat16": distribution.cpu_lacks_bfloat16(), "version": tf.__version__}

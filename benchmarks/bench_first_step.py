@@ -39,7 +39,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from modeling.runtime import cpu_kernels  # noqa: E402 (imports no TensorFlow)
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: the kernels the scripts run
+cpu_kernels.choose()  # before TensorFlow loads: the kernels the scripts run
 
 from modeling.runtime.compilation_cache import LOOPS  # noqa: E402 (after the path)
 from modeling.training import loop_cache  # noqa: E402

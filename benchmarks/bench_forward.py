@@ -28,7 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from modeling.runtime import cpu_kernels  # noqa: E402 (imports no TensorFlow)
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: the kernels the scripts run
+cpu_kernels.choose()  # before TensorFlow loads: the kernels the scripts run
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402

@@ -42,7 +42,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from modeling.runtime import cpu_kernels  # noqa: E402 (imports no TensorFlow)
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: the kernels the scripts run
+cpu_kernels.choose()  # before TensorFlow loads: the kernels the scripts run
 
 
 def plain_passes():

@@ -37,7 +37,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from modeling.runtime import cpu_kernels, quiet  # noqa: E402
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()
 import tensorflow as tf  # noqa: E402
 

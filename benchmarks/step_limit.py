@@ -36,7 +36,7 @@ _MEASURE = r"""
 import json, statistics, sys, time
 import numpy as np
 from modeling.runtime import cpu_kernels
-cpu_kernels.prefer_onednn()  # the kernels the scripts run
+cpu_kernels.choose()  # the kernels the scripts run
 import tensorflow as tf
 
 records, config_path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])

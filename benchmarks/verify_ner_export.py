@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from modeling.runtime import cpu_kernels, quiet  # noqa: E402
 
-cpu_kernels.prefer_onednn()  # before TensorFlow loads: oneDNN's kernels on any x86 CPU
+cpu_kernels.choose()  # before TensorFlow loads: the CPU kernels measured fastest
 quiet.install()  # before TensorFlow loads: its start-up noise off the figures
 CONLL = ROOT.parent / "shared" / "data" / "conll2003"
 JOINED = 4

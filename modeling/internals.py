@@ -5,7 +5,9 @@ error: it is simply no longer called, and the optimizer would then update differ
 word. `missing()` lists the names the installed versions lack, and `tests/test_internals.py`
 fails naming them (and on any private TensorFlow or Keras name used outside this module).
 
-Nothing here imports the rest of the library: every floor may import it.
+Nothing here imports the rest of the library: every floor may import it. One experimental XLA
+flag lives in `runtime.cpu_kernels` instead, which must not import TensorFlow;
+tests/test_runtime_cpu_kernels.py names it if XLA no longer knows it.
 """
 import importlib
 

@@ -27,17 +27,17 @@ import tokenize
 import types
 
 
-def _prefer_onednn():
+def _choose_cpu_kernels():
     """What every script does before TensorFlow loads, from the module's file: the package
     `modeling` stays unimported here, for each child to import its own."""
     path = os.path.join(os.path.dirname(__file__), "..", "modeling", "runtime", "cpu_kernels.py")
     spec = importlib.util.spec_from_file_location("_cpu_kernels", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.prefer_onednn()
+    module.choose()
 
 
-_prefer_onednn()
+_choose_cpu_kernels()
 import keras  # noqa: E402, F401  (imports TensorFlow)
 import tensorflow  # noqa: E402, F401
 

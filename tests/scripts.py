@@ -40,7 +40,8 @@ def dead_pid():
 
 # What a command's environment may set otherwise than the preloaded Python's: read after
 # TensorFlow's import (the cluster, temporary files, XLA's flags), or set by pytest for each test.
-_READ_AFTER_IMPORT = {"TF_CONFIG", "TMPDIR", "TF_XLA_FLAGS", "PYTHONPATH", "PYTEST_CURRENT_TEST"}
+_READ_AFTER_IMPORT = {"TF_CONFIG", "TMPDIR", "TF_XLA_FLAGS", "XLA_FLAGS", "PYTHONPATH",
+                      "PYTEST_CURRENT_TEST"}
 
 
 class _PreloadedPython:
