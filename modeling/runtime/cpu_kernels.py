@@ -11,9 +11,10 @@ while it is imported.
 
 XLA's own loops for the reductions of the compiled training passes (`encoder/fused.py`), not
 YNNPACK's. XLA's CPU backend hands a reduction to YNNPACK as a call of its own, whose inputs are
-first written out whole; in tf-nightly 2.23 it hands over every reduction, and LayerNorm's
-backward pass took 1.2-1.7 ms at [512, 384] against 0.86-0.88 with the flag below, a training
-step's compiled passes 14% more CPU time (benchmarks/history/parallel_micro_batches.md). XLA
+first written out whole. tf-nightly 2.23 hands over every reduction: LayerNorm's backward pass
+took 1.2-1.7 ms at [512, 384] against 0.85-0.95 with the flag below, a MiniLM step's ops 338
+against 290 ms of CPU time, and CoNLL-2003 trained 1.12x faster with the flag (TensorFlow 2.21,
+which hands over fewer: a tie; benchmarks/history/parallel_micro_batches.md). XLA
 reads `XLA_FLAGS` at its first compilation; an XLA that does not know a flag there stops the
 process, and tests/test_runtime_cpu_kernels.py checks that the installed one knows it.
 
