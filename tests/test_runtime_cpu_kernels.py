@@ -65,7 +65,6 @@ def test_choose_keeps_the_users_values(monkeypatch):
 # LayerNorm's training passes (forward and backward) at a row count of token rows, as a script
 # runs them: after `choose()`, XLA dumping each compiled program after its optimizations.
 _LAYER_NORM_PASSES = """
-import sys
 from modeling.runtime import cpu_kernels
 cpu_kernels.choose()
 import tensorflow as tf
@@ -87,6 +86,9 @@ def test_xla_knows_the_flag_and_keeps_the_training_passes_reductions(tmp_path):
     compilation, and this names it. With it, no reduction of the passes goes to YNNPACK."""
     dump = f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text"
     env = script_env(PYTHONPATH=str(ROOT), **{cpu_kernels.XLA_VARIABLE: dump})
+    # A compilation cache that a test of this process named (runtime.compilation_cache) would
+    # load the programs instead of compiling, and so dumping, them.
+    env.pop("TF_XLA_FLAGS", None)
     process = subprocess.run([sys.executable, "-c", _LAYER_NORM_PASSES], capture_output=True,
                              text=True, env=env, timeout=300)
     assert process.returncode == 0, (
