@@ -14,14 +14,14 @@ YNNPACK's. XLA's CPU backend hands a reduction to YNNPACK as a call of its own, 
 first written out whole. tf-nightly 2.23 hands over every reduction: LayerNorm's backward pass
 took 1.2-1.7 ms at [512, 384] against 0.85-0.95 with the flag below, a MiniLM step's ops 338
 against 290 ms of CPU time, and CoNLL-2003 trained 1.12x faster with the flag (TensorFlow 2.21,
-which hands over fewer: a tie; benchmarks/history/parallel_micro_batches.md). XLA
-reads `XLA_FLAGS` at its first compilation; an XLA that does not know a flag there stops the
-process, and tests/test_runtime_cpu_kernels.py checks that the installed one knows it.
+which hands over fewer: a tie; benchmarks/history/parallel_micro_batches.md). XLA reads
+`XLA_FLAGS` at its first compilation; an XLA that does not know a flag there stops the process,
+and tests/test_runtime_cpu_kernels.py checks that the installed one knows it.
 
 `choose()` is called by every script that runs a model before anything imports TensorFlow. A
 value the user set (`TF_ENABLE_ONEDNN_OPTS=0`, or the YNNPACK flag in `XLA_FLAGS`) is kept. Other
-architectures keep TensorFlow's own choices (neither is measured there). Importing this module
-imports no TensorFlow.
+architectures keep TensorFlow's own choices (neither is measured there; oneDNN on ARM goes
+through the Arm Compute Library). Importing this module imports no TensorFlow.
 """
 import os
 import platform
