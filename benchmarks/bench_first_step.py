@@ -212,7 +212,8 @@ def main():
           f"grappler {'on' if args.grappler else 'off'} for the loop, "
           f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
           f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
-                                              if peaks["cpu_lacks_bfloat16"] else ""))
+                                              if peaks["cpu_lacks_bfloat16"] else "")
+          + f"; writing new memory {peaks['first_touch_us']:.1f} us a 4 KiB page")
     kinds = list(runs)
     print(f"| {'phase':<38} | " + " | ".join(f"{kind + ' s':>14}" for kind in kinds)
           + f" | {'operations':>10} |")
