@@ -132,6 +132,7 @@ _STEP = re.compile(r"\] step (\d+)/(\d+):")
 
 PEAK_SCRIPT = """
 import json, statistics, time
+import numpy
 from modeling.runtime import cpu_kernels
 cpu_kernels.choose()  # the kernels the scripts run
 import tensorflow as tf
@@ -148,12 +149,11 @@ for dtype in (tf.float32, tf.bfloat16):
         times.append(time.perf_counter() - start)
     peaks[dtype.name] = 2 * 2048 ** 3 / statistics.median(times) / 1e9
 # Writing memory the process has not touched: on a VM whose host takes back the guest's free
-# pages (virtio-balloon free page reporting, 2 s after they are freed), each new page costs
-# a fault on the host too, and a first step writes a few hundred MB of new pages.
-import numpy
+# pages (virtio-balloon free page reporting, from 2 s after they are freed; hence the wait),
+# each new page costs a fault on the host too, and a first step writes some 300 MB of them.
 time.sleep(3)
-start = time.perf_counter(); numpy.ones(32 << 20)  # 256 MiB
-peaks["first_touch_us"] = (time.perf_counter() - start) / (256 << 8) * 1e6  # per 4 KiB page
+start = time.perf_counter(); numpy.ones(256 << 17)  # 256 MiB of float64
+peaks["first_touch_us"] = (time.perf_counter() - start) / ((256 << 20) // 4096) * 1e6
 print(json.dumps(peaks))
 """
 
