@@ -132,7 +132,6 @@ _STEP = re.compile(r"\] step (\d+)/(\d+):")
 
 PEAK_SCRIPT = """
 import json, statistics, time
-import numpy
 from modeling.runtime import cpu_kernels
 cpu_kernels.choose()  # the kernels the scripts run
 import tensorflow as tf
@@ -148,12 +147,6 @@ for dtype in (tf.float32, tf.bfloat16):
         start = time.perf_counter(); matmul(a, b).numpy()
         times.append(time.perf_counter() - start)
     peaks[dtype.name] = 2 * 2048 ** 3 / statistics.median(times) / 1e9
-# Writing memory the process has not touched: on a VM whose host takes back the guest's free
-# pages (virtio-balloon free page reporting, from 2 s after they are freed; hence the wait),
-# each new page costs a fault on the host too, and a first step writes some 300 MB of them.
-time.sleep(3)
-start = time.perf_counter(); numpy.ones(256 << 17)  # 256 MiB of float64
-peaks["first_touch_us"] = (time.perf_counter() - start) / ((256 << 20) // 4096) * 1e6
 print(json.dumps(peaks))
 """
 
@@ -418,9 +411,7 @@ def run_peer(task, config, seed, args, work):
 
 def matmul_peaks(python=sys.executable):
     """{"float32": GFLOP/s, "bfloat16": GFLOP/s} of a 2048^3 tf.matmul, median of 5 each, in a
-    child process of `python`, "cpu_lacks_bfloat16" (bool), TensorFlow's "version" and
-    "first_touch_us": microseconds to write a 4 KiB page of memory new to the process, 3 s
-    after the matmuls (256 MiB)."""
+    child process of `python`, "cpu_lacks_bfloat16" (bool) and TensorFlow's "version"."""
     output = subprocess.run([python, "-c", PEAK_SCRIPT], capture_output=True,
                             text=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
                             check=True)
@@ -614,9 +605,7 @@ def run_benchmark(args, work):
           f"after; bfloat16: {peak_before['bfloat16']:.0f} and {peak_after['bfloat16']:.0f}. "
           f"bfloat16 instructions (avx512_bf16, amx_bf16): "
           f"{'none' if peak_before['cpu_lacks_bfloat16'] else 'present or unknown'}; "
-          f"TensorFlow {peak_before['version']}. Writing new memory: "
-          f"{peak_before['first_touch_us']:.1f} and {peak_after['first_touch_us']:.1f} us a 4 KiB "
-          f"page.")
+          f"TensorFlow {peak_before['version']}.")
     if nightly_before:
         print(f"The nightly rows: TensorFlow {nightly_before['version']}, matmul peaks float32 "
               f"{nightly_before['float32']:.0f} and {nightly_after['float32']:.0f} GFLOP/s, "
@@ -628,7 +617,6 @@ def run_benchmark(args, work):
             {"started": started,
              "peak_gflops": [peak_before["float32"], peak_after["float32"]],
              "bfloat16_peak_gflops": [peak_before["bfloat16"], peak_after["bfloat16"]],
-             "first_touch_us": [peak_before["first_touch_us"], peak_after["first_touch_us"]],
              "nightly_peaks": [nightly_before, nightly_after] if nightly_before else None,
              "limits": limits, "runs": runs},
             indent=1) + "\n")

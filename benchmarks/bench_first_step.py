@@ -20,15 +20,20 @@ training loop it kept (warm: a user's later runs), then with the compilations bu
   without it; `--grappler` turns it back on, for comparison);
 - compiling and running: TensorFlow instantiates the graph, XLA compiles each compiled pass (or
   loads it from the cache), oneDNN creates its kernels, and the step runs.
-Medians over the runs, cold and warm interleaved, with the machine's matmul peaks measured in the
-same run. The peer's first step is printed by `bench_finetuning.py --with_peer`.
+Then, for each of the two phases, the pages the child wrote or mapped for the first time (its
+minor page faults) and its CPU seconds in the kernel, in all its threads, counted at the same
+lines: what new memory cost the step. Medians over the runs, cold and warm interleaved, with the
+machine's matmul peaks measured in the same run. The peer's first step is printed by
+`bench_finetuning.py --with_peer`.
 """
 import argparse
 import atexit
 import collections
 import json
+import logging
 import pathlib
 import re
+import resource
 import runpy
 import shutil
 import statistics
@@ -46,6 +51,9 @@ from modeling.training import loop_cache  # noqa: E402
 
 PARTS_MARK = "FIRST_STEP_PARTS "
 TRACED_MARK = "traced the training loop"
+# How the child's log messages that bound the phases begin; at each it notes its minor page
+# faults and kernel CPU seconds so far.
+USAGE_MARKS = {"Training steps ": "start", loop_cache.LOADED: "traced", "step 1/": "first"}
 GRAPPLER_START = re.compile(r"Starting optimization for grappler item: __inference__traced_train_loop")
 GRAPPLER_END = re.compile(r"meta_optimizer\.cc:\d+\] Optimized \d+ functions")
 # absl's "I1127 21:27:13.876110" and TensorFlow C++'s "I0000 00:00:1795814867.218048".
@@ -102,6 +110,19 @@ def child(script_and_flags, grappler):
     from modeling.training import optimization, trainer
 
     part, operations, seconds = ["loop"], collections.Counter(), collections.Counter()
+    usage = {}
+
+    def note_usage(mark):
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        usage.setdefault(mark, (now.ru_minflt, now.ru_stime))
+
+    class UsageNoter(logging.Handler):
+        def emit(self, record):
+            message = record.getMessage()
+            for beginning, mark in USAGE_MARKS.items():
+                if message.startswith(beginning):
+                    note_usage(mark)
+    logging.getLogger("absl").addHandler(UsageNoter())
     create = ops.Graph._create_op_internal
 
     def counted(graph, *args, **kwargs):
@@ -127,6 +148,7 @@ def child(script_and_flags, grappler):
     def traced(name, *args, **kwargs):
         graph = trace(name, *args, **kwargs)
         if "train_loop" in name:  # in TensorFlow's own log format, which `phases` reads
+            note_usage("traced")
             print(f"I0000 00:00:{time.time():.6f} {TRACED_MARK}", file=sys.stderr, flush=True)
         return graph
     func_graph.func_graph_from_py_func = traced
@@ -135,17 +157,33 @@ def child(script_and_flags, grappler):
     timed(optimization.AdamWeightDecay, "apply_scaled_gradients", "update")
     timed(optimization, "clip_scale", "update")
     atexit.register(lambda: print(PARTS_MARK + json.dumps(
-        {"operations": operations, "seconds": seconds}), file=sys.stderr))
+        {"operations": operations, "seconds": seconds, "usage": usage}), file=sys.stderr))
     sys.argv = script_and_flags
     from bench_speedups import patched
     with patched("grappler" if grappler else "library"):
         runpy.run_path(script_and_flags[0], run_name="__main__")
 
 
+def child_counts(log_text):
+    """What the child printed at exit: its step's parts and its usage at the marks."""
+    line = next(l for l in log_text.splitlines() if l.startswith(PARTS_MARK))
+    return json.loads(line[len(PARTS_MARK):])
+
+
+def new_memory(log_text):
+    """{"tracing", "compiling and running": (minor page faults, kernel CPU seconds)} of the
+    first step's phases, in all the child's threads."""
+    usage = child_counts(log_text)["usage"]
+    if set(usage) != set(USAGE_MARKS.values()):
+        raise ValueError(f"the child noted its usage at {sorted(usage)} only")
+    return {phase: tuple(b - a for a, b in zip(usage[start], usage[end]))
+            for phase, start, end in [("tracing", "start", "traced"),
+                                      ("compiling and running", "traced", "first")]}
+
+
 def step_parts(log_text):
     """{part: (seconds, operations)} of the replica's step: forward, gradients, update."""
-    line = next(l for l in log_text.splitlines() if l.startswith(PARTS_MARK))
-    parts = json.loads(line[len(PARTS_MARK):])
+    parts = child_counts(log_text)
     seconds, operations = parts["seconds"], parts["operations"]
     # The step's own seconds hold its parts'; what is left is the forward pass and the loss.
     forward = seconds.get("step", 0) - seconds.get("gradients", 0) - seconds.get("update", 0)
@@ -155,7 +193,7 @@ def step_parts(log_text):
 
 
 def run_once(model, data, cache, work, precision, grappler, parallel_micro_batches):
-    """The log of one first step of run_classifier.py (and the step's parts)."""
+    """One first step of run_classifier.py: its phases, the step's parts, its new memory."""
     from bench_finetuning import minilm_mrpc_flags, run_child
     output = tempfile.mkdtemp(dir=work)
     flags = minilm_mrpc_flags(model, data, output, 0.1, cache) + [
@@ -170,7 +208,7 @@ def run_once(model, data, cache, work, precision, grappler, parallel_micro_batch
     shutil.rmtree(output, ignore_errors=True)  # its checkpoint: 270 MB a run
     if code:
         sys.exit(f"run_classifier.py failed with {code}; its log ends:\n{text[-3000:]}")
-    return phases(text), step_parts(text)
+    return phases(text), step_parts(text), new_memory(text)
 
 
 def main():
@@ -212,21 +250,26 @@ def main():
           f"grappler {'on' if args.grappler else 'off'} for the loop, "
           f"{args.runs} runs; matmul peak bfloat16 {peaks['bfloat16']:.0f}, float32 "
           f"{peaks['float32']:.0f} GFLOP/s" + (" (no bfloat16 instructions)"
-                                              if peaks["cpu_lacks_bfloat16"] else "")
-          + f"; writing new memory {peaks['first_touch_us']:.1f} us a 4 KiB page")
+                                              if peaks["cpu_lacks_bfloat16"] else ""))
     kinds = list(runs)
-    print(f"| {'phase':<38} | " + " | ".join(f"{kind + ' s':>14}" for kind in kinds)
+    print(f"| {'phase':<44} | " + " | ".join(f"{kind + ' s':>14}" for kind in kinds)
           + f" | {'operations':>10} |")
-    print(f"|{'-' * 40}|" + "|".join("-" * 16 for _ in kinds) + f"|{'-' * 12}|")
+    print(f"|{'-' * 46}|" + "|".join("-" * 16 for _ in kinds) + f"|{'-' * 12}|")
     for name in runs["cold"][0][0]:
         medians = [statistics.median(r[0][name] for r in runs[k]) for k in kinds]
-        print(f"| {name:<38} | " + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {'':>10} |")
+        print(f"| {name:<44} | " + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {'':>10} |")
         if name == "tracing":
             for part in runs["cold"][0][1]:
                 medians = [statistics.median(r[1][part][0] for r in runs[k]) for k in kinds]
                 count = runs["cold"][0][1][part][1]
-                print(f"| {'  of which the step: ' + part:<38} | "
+                print(f"| {'  of which the step: ' + part:<44} | "
                       + " | ".join(f"{m:>14.2f}" for m in medians) + f" | {count:>10} |")
+    for name in runs["cold"][0][2]:
+        for label, index, scale, digits in [("new pages, thousands: ", 0, 1e-3, 1),
+                                            ("CPU s in the kernel: ", 1, 1, 2)]:
+            medians = [statistics.median(r[2][name][index] for r in runs[k]) for k in kinds]
+            print(f"| {label + name:<44} | " + " | ".join(
+                f"{m * scale:>14.{digits}f}" for m in medians) + f" | {'':>10} |")
 
 
 if __name__ == "__main__":
