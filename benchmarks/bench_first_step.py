@@ -172,7 +172,8 @@ def child_counts(log_text):
 
 def new_memory(log_text):
     """{"tracing", "compiling and running": (minor page faults, kernel CPU seconds)} of the
-    first step's phases, in all the child's threads."""
+    first step's phases, in all the child's threads (with `--grappler`, the second phase's
+    include grappler's)."""
     usage = child_counts(log_text)["usage"]
     if set(usage) != set(USAGE_MARKS.values()):
         raise ValueError(f"the child noted its usage at {sorted(usage)} only")
