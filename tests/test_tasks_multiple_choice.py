@@ -62,7 +62,7 @@ def test_eval_is_logged_beside_the_most_frequent_answer_and_a_random_choice():
         "at random: 0.2500)")
 
 
-def test_training_examples_are_shuffled_once_the_same_way_every_run(tmp_path):
+def test_training_examples_are_shuffled_once_by_the_seed(tmp_path):
     """SWAG's train.csv is stored by video clip: the 100-record shuffle buffer alone would
     train on it in that order."""
     with open(tmp_path / "train.csv", "w", newline="") as f:
@@ -72,12 +72,12 @@ def test_training_examples_are_shuffled_once_the_same_way_every_run(tmp_path):
         for i in range(200):
             writer.writerow([i, f"clip{i // 10}", "0", "a b", "a", "b", "gold", "c", "d", "e",
                              "f", i % 4])
-    options = types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False)
     orders = []
-    for _ in range(2):
+    for seed in (3, 3, 4):
         task = multiple_choice.MultipleChoiceTask(str(tmp_path))
-        task.read(options, tokenizer=None)
+        task.read(types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False,
+                                        seed=seed), tokenizer=None)
         orders.append([int(example.example_id) for example in task.train])
     assert sorted(orders[0]) == list(range(200))
-    assert orders[0] == orders[1]
+    assert orders[0] == orders[1] != orders[2]
     assert np.mean(np.abs(np.diff(orders[0]))) > 40  # neighbours in file order differ by 1

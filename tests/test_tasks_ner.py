@@ -1,5 +1,6 @@
 """modeling/tasks/ner.py: NER's input pipeline, loss and predictions."""
 import collections
+import random
 import types
 
 import numpy as np
@@ -75,21 +76,27 @@ def test_predicted_windows_and_the_weighted_loss():
 def test_training_batches_mix_the_whole_file_not_neighbouring_documents(data, tmp_path):
     """CoNLL-2003 is stored document by document; the pipeline's 100-record shuffle buffer
     alone would give batches of a few neighbouring documents, in file order. The task
-    shuffles the sentences once, the same way every run, before writing them."""
+    shuffles the sentences once by the run's seed before writing them: one order for a seed,
+    another for another seed, and the default seed's is the original run_squad's."""
     data_dir = tmp_path / "conll"
     data_dir.mkdir()
     documents = (data / "conll2003" / "train.txt").read_text().split("-DOCSTART-")
     (data_dir / "train.txt").write_text("-DOCSTART-".join(documents[:200]))  # 200 documents
     tokenizer = tokenization.FullTokenizer(str(data / "vocab/bert-base-uncased/vocab.txt"))
-    options = types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False,
-                                    max_seq_length=128)
-    tasks = [ner.NerTask(str(data_dir)) for _ in range(2)]
-    for task in tasks:
-        task.read(options, tokenizer)
+    tasks = []
+    for seed in (12345, 12345, 7):
+        tasks.append(ner.NerTask(str(data_dir)))
+        tasks[-1].read(types.SimpleNamespace(do_train=True, do_eval=False, do_predict=False,
+                                             max_seq_length=128, seed=seed), tokenizer)
     in_file = ner_data.read_split(str(data_dir), "train")
     orders = [file_positions(in_file, task.train) for task in tasks]
     assert sorted(orders[0]) == list(range(len(in_file)))
-    assert orders[0] == orders[1]  # the same every run
+    assert orders[0] == orders[1]  # the same for a seed
+    assert orders[0] != orders[2]  # restarts with other seeds train in other orders
+    original = list(in_file)
+    random.Random(12345).shuffle(original)  # the original run_squad's shuffle
+    assert [sentence.lines for sentence in tasks[0].train] == [
+        sentence.lines for sentence in original]
     order = orders[0]
 
     path = str(tmp_path / "train.tf_record")
@@ -115,7 +122,7 @@ def test_doc_stride_sets_the_windows_of_every_split_and_of_the_export(word_token
     for name in ("train.txt", "valid.txt", "test.txt"):
         (tmp_path / name).write_text(sentence)
     options = types.SimpleNamespace(do_train=True, do_eval=True, do_predict=True,
-                                    max_seq_length=8, do_lower_case=True,
+                                    max_seq_length=8, do_lower_case=True, seed=1,
                                     vocab_file=str(tmp_path / "words_vocab.txt"))  # the fixture's
     # 18 words of one piece, windows of 6 words starting 2 words apart, or half a window (3).
     for doc_stride, firsts in ((None, [0, 3, 6, 9, 12]), (2, [0, 2, 4, 6, 8, 10, 12])):

@@ -293,7 +293,7 @@ class DocumentClassifierTask(ClassifierTask):
                 self.truncation) for example in examples]
         self.train_documents = len(self.train)
         self.train = [window for document in documents(self.train) for window in document]
-        fine_tuning.shuffle_training_examples(self.train)
+        fine_tuning.shuffle_training_examples(self.train, options.seed)
         self.dev = {suffix: documents(examples) for suffix, examples in self.dev.items()}
         self.test = {suffix: documents(examples) for suffix, examples in self.test.items()}
         return len(self.train)

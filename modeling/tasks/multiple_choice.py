@@ -88,7 +88,7 @@ class MultipleChoiceTask(fine_tuning.Task):
 
     def read(self, options, tokenizer):
         self.train = self._read("train", has_labels=True) if options.do_train else []
-        fine_tuning.shuffle_training_examples(self.train)
+        fine_tuning.shuffle_training_examples(self.train, options.seed)
         self.dev = self._read("val", has_labels=True) if options.do_eval else []
         self.test = self._read("test", has_labels=False) if options.do_predict else []
         return len(self.train)

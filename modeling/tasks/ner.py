@@ -95,7 +95,7 @@ class NerTask(fine_tuning.Task):
         self.scheme = ner_data.resolve_scheme(self.tag_scheme, train)
         self.train = ner_data.normalize_tags(train, self.scheme)
         self.labels = ner_data.get_labels(self.train)
-        fine_tuning.shuffle_training_examples(self.train)
+        fine_tuning.shuffle_training_examples(self.train, options.seed)
         logging.info("Tags (%s in the files, IOB2 inside): %s", self.scheme,
                      " ".join(self.labels))
         # Converting checks every tag against the training file's, before any training.

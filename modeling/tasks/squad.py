@@ -110,7 +110,7 @@ class SquadTask(fine_tuning.Task):
             self.train = squad_data.read_squad_examples(
                 self.train_file, is_training=True,
                 version_2_with_negative=self.version_2_with_negative)
-            fine_tuning.shuffle_training_examples(self.train)
+            fine_tuning.shuffle_training_examples(self.train, options.seed)
         if options.do_predict:
             self.test = squad_data.read_squad_examples(
                 self.predict_file, is_training=False,

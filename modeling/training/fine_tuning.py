@@ -24,9 +24,6 @@ from modeling.training.options import (TrainingOptions, check_max_seq_length, ch
                                        refuse_untrained, require_positive)
 from modeling.training.trainer import Trainer
 
-# The seed with which the original's run_squad shuffles its training examples before writing them.
-TRAIN_SHUFFLE_SEED = 12345
-
 
 def default_padding_multiple(use_xla):
     """What dynamic padding rounds batch lengths up to when --padding_multiple is not given.
@@ -41,16 +38,20 @@ def default_padding_multiple(use_xla):
     return 8 if tf.config.list_physical_devices("GPU") else 1
 
 
-def shuffle_training_examples(examples):
-    """Shuffles `examples` in place, the same way every run, before their records are written.
+def shuffle_training_examples(examples, seed):
+    """Shuffles `examples` in place by the run's `--seed`, before their records are written.
 
     The input pipeline shuffles with the original's 100-record buffer, which only mixes
     neighbours: a file stored in order (CoNLL-2003 by document, SWAG by video clip) would be
     trained on in that order, each batch from a few documents and the last, low-learning-rate
     steps all on the file's end. The original's run_squad shuffles its examples first for this
-    reason; run_classifier keeps the original's file order (GLUE files are not grouped).
+    reason, always with the seed 12345, which is `--seed`'s default: a run with the default seed
+    trains in the original's order. Another seed draws another order, as `--seed` promises, so
+    that restarts differ in their data order as well as in their head and dropout, as the
+    paper's restarts did (section 4.1); with one order for every seed, the buffer's local mixing
+    was all that set them apart.
     """
-    random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples)
+    random.Random(seed).shuffle(examples)
 
 
 @dataclasses.dataclass(kw_only=True)
