@@ -93,13 +93,12 @@ def initializer(initializer_range):
     return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
-def root_output_variables(config, num_outputs, stddev=None, weights_initializer=None):
+def root_output_variables(config, num_outputs, weights_initializer=None):
     """A task head's `output_weights` [num_outputs, H] and `output_bias` [num_outputs], named
     at the checkpoint's root as run_classifier's; read in float32 (no autocast), so the head
     casts them itself under mixed precision. The weights are drawn by `weights_initializer`,
-    by default the original's truncated normal of `stddev`, itself by default the config's
-    range."""
-    weights_initializer = weights_initializer or initializer(stddev or config.initializer_range)
+    by default the original's truncated normal of the config's range."""
+    weights_initializer = weights_initializer or initializer(config.initializer_range)
     weights = keras.Variable(weights_initializer((num_outputs, config.hidden_size)),
                              name="output_weights", autocast=False)
     bias = keras.Variable(tf.zeros([num_outputs]), name="output_bias", autocast=False)

@@ -35,7 +35,7 @@ class BertClassifier(keras.Model):
         # Created outside any layer's scope, so their paths are the original's root names;
         # stddev 0.02 as the original's, whatever the config's initializer_range.
         self.output_weights, self.output_bias = layers.root_output_variables(
-            self.config, num_labels, stddev=0.02)
+            self.config, num_labels, weights_initializer=layers.initializer(0.02))
         self.built = True
 
     def call(self, inputs, training=False):

@@ -48,8 +48,8 @@ def shuffle_training_examples(examples, seed):
     reason, always with the seed 12345, which is `--seed`'s default: a run with the default seed
     trains in the original's order. Another seed draws another order, as `--seed` promises, so
     that restarts differ in their data order as well as in their head and dropout, as the
-    paper's restarts did (section 4.1); with one order for every seed, the buffer's local mixing
-    was all that set them apart.
+    paper's restarts did (section 4.1). run_classifier keeps GLUE's file order, as the original
+    (those files are not grouped), and shuffles only long documents' windows.
     """
     random.Random(seed).shuffle(examples)
 
