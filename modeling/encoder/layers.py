@@ -541,8 +541,9 @@ class _SharedLayerCall:
     layer (MiniLM's six layers: 0.45 s less of its first step; benchmarks/history/
     first_step.md). Each layer's dropout seeds (its only non-trainable state) go in, and their
     next values come out to be assigned. The runtime inlines each call when it instantiates
-    the step, grappler on or off: called instead (`_noinline`), the first step was 0.1-0.35 s
-    shorter but CoNLL-2003's steps after it 3-17% slower (benchmarks/history/first_step.md).
+    the step (measured on CPUs, grappler off): called instead (`_noinline`), the first step was
+    0.1-0.35 s shorter but CoNLL-2003's steps after it 3-17% slower (benchmarks/history/
+    first_step.md).
     """
 
     def __init__(self, template, attention_adder, layout):
